@@ -1,0 +1,50 @@
+# Single entry point. Every target installs what it needs on a fresh machine
+# (Debian packages when run as root, Python packages into .venv/), idempotently.
+#   make test      build everything and run every test suite
+#   make demo      run the main example
+#   make bench     run the benchmarks
+#   make sanitize  ASan+UBSan and TSan builds of the runtime, with its tests
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+CMAKE := $(VENV)/bin/cmake
+BUILD := build
+BUILD_TYPE ?= RelWithDebInfo
+DEPS_STAMP := $(VENV)/.deps-stamp
+
+.PHONY: all deps build test test-cpp bench demo sanitize clean
+
+all: build
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS_STAMP): requirements-dev.txt scripts/install_system_deps.sh | $(VPY)
+	scripts/install_system_deps.sh
+	$(VPY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+deps: $(DEPS_STAMP)
+
+$(BUILD)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: $(DEPS_STAMP) $(BUILD)/build.ninja
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CMAKE) --build $(BUILD)
+
+test-cpp: build
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ctest --test-dir $(BUILD) --output-on-failure --timeout 300
+
+test: test-cpp
+
+bench: build
+	$(BUILD)/benchmarks/npurt_bench --benchmark_min_time=0.2s
+
+demo: build
+	$(BUILD)/examples/npurt_demo
+
+sanitize: $(DEPS_STAMP)
+	scripts/sanitize.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

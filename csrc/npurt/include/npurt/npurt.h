@@ -1,0 +1,400 @@
+/*
+ * npurt — the simulated NPU device runtime. Public C API.
+ *
+ * Layer: device runtime (bottom layer). Depends on the C/C++ standard library
+ * only; knows nothing of PyTorch.
+ *
+ * Model (see docs/ARCHITECTURE.md):
+ *  - A process sees NPU_SIM_DEVICE_COUNT devices (default 2). Each device owns
+ *    NPU_SIM_CORES executor threads (default 2), started on first use.
+ *  - A stream is an in-order queue of tasks. At most one task of a stream
+ *    runs at a time, in enqueue order; tasks of different streams run
+ *    concurrently, up to the number of cores. Higher-priority streams are
+ *    picked first. A stream whose head task waits on an event is parked and
+ *    holds no core.
+ *  - Events are versioned: every record creates a new version; a wait or a
+ *    query binds to the version that was latest when it was called.
+ *  - Device memory is host memory, allocated on demand; the per-device
+ *    capacity NPU_SIM_MEMORY_MB (default 8192) is enforced.
+ *
+ * Handles (npuStream_t, npuEvent_t) are opaque 64-bit identifiers that are
+ * never reused within a process. Every call validates them: a NULL, garbage
+ * or destroyed handle yields npuErrorInvalidResourceHandle, never a crash.
+ *
+ * Error rule: every function returns an npuError_t. A failing call also
+ * stores a human-readable message, retrievable on the same thread with
+ * npuGetLastErrorMessage(). No function throws or aborts.
+ *
+ * Thread safety: unless a function says otherwise, it may be called from any
+ * number of host threads at once.
+ *
+ * CUDA equivalents are given as "CUDA: name".
+ */
+#ifndef NPURT_NPURT_H_
+#define NPURT_NPURT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npurt/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Status of every npurt call. CUDA: cudaError_t. The numeric values are part
+ * of the ABI (ctypes users compare against them) and never change. */
+typedef enum npuError_t {
+  npuSuccess = 0,
+  /* An argument is out of range or NULL where a pointer is required. */
+  npuErrorInvalidValue = 1,
+  /* Device memory capacity exceeded, or host allocation failed. */
+  npuErrorMemoryAllocation = 2,
+  /* Runtime configuration (environment variables) is invalid. Sticky: every
+   * later call fails the same way. */
+  npuErrorInitializationError = 3,
+  /* Device ordinal out of [0, device count). */
+  npuErrorInvalidDevice = 4,
+  /* NULL, garbage or destroyed stream or event handle. */
+  npuErrorInvalidResourceHandle = 5,
+  /* Pointer is not (inside) a live device allocation, or a range overruns
+   * the allocation that contains it. */
+  npuErrorInvalidDevicePointer = 6,
+  /* Work is still queued or running (query functions only). */
+  npuErrorNotReady = 7,
+  /* A timed wait expired before the work completed. */
+  npuErrorTimeout = 8,
+  /* A task failed while running on the device. The message names the task.
+   * See Note [Task failure rule] in docs/ARCHITECTURE.md. */
+  npuErrorLaunchFailure = 9,
+  /* The memcpy kind does not match the pointers given. */
+  npuErrorInvalidMemcpyDirection = 10,
+  /* Elapsed time asked of an event created with npuEventDisableTiming. */
+  npuErrorTimingDisabled = 11,
+  /* Elapsed time or timestamp asked of an event that was never recorded. */
+  npuErrorEventNotRecorded = 12,
+  /* Host range already registered (npuHostRegister). */
+  npuErrorHostMemoryAlreadyRegistered = 13,
+  /* Pointer is not the start of a registered host range. */
+  npuErrorHostMemoryNotRegistered = 14,
+  /* The runtime is shutting down (process exit in progress). */
+  npuErrorRuntimeShutdown = 15,
+  /* Operation not supported by the simulated device. */
+  npuErrorNotSupported = 16,
+  /* Internal error (a bug in npurt). */
+  npuErrorUnknown = 999
+} npuError_t;
+
+/* Name of a status, e.g. "npuErrorInvalidValue". Never NULL; unknown values
+ * give "npuErrorUnrecognized". CUDA: cudaGetErrorName. */
+NPURT_API const char* npuGetErrorName(npuError_t error);
+
+/* One-sentence description of a status. Never NULL. CUDA: cudaGetErrorString. */
+NPURT_API const char* npuGetErrorString(npuError_t error);
+
+/* Detailed message of the most recent failing npurt call on the calling
+ * thread (e.g. "npuStreamSynchronize: task 'aten::add' failed: ..."), or ""
+ * if no call failed yet. The pointer stays valid until the next npurt call on
+ * this thread. Thread-local. */
+NPURT_API const char* npuGetLastErrorMessage(void);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct npuDeviceProp {
+  char name[64];          /* "NPU-SIM-<index>" */
+  int index;              /* device ordinal */
+  int coreCount;          /* executor threads of this device */
+  size_t totalMemory;     /* capacity in bytes (NPU_SIM_MEMORY_MB) */
+  size_t freeMemory;      /* capacity minus bytes currently allocated */
+} npuDeviceProp;
+
+/* [out] count: number of devices. CUDA: cudaGetDeviceCount.
+ * Returns npuErrorInvalidValue (count NULL), npuErrorInitializationError. */
+NPURT_API npuError_t npuGetDeviceCount(int* count);
+
+/* Sets the calling thread's current device (default 0). Thread-local.
+ * CUDA: cudaSetDevice. Returns npuErrorInvalidDevice. */
+NPURT_API npuError_t npuSetDevice(int device);
+
+/* [out] device: the calling thread's current device. CUDA: cudaGetDevice. */
+NPURT_API npuError_t npuGetDevice(int* device);
+
+/* Blocks until every stream of the current device (including destroyed
+ * streams still draining) is idle. Reports and clears the first task failure
+ * of any stream of the device (npuErrorLaunchFailure). CUDA:
+ * cudaDeviceSynchronize. */
+NPURT_API npuError_t npuDeviceSynchronize(void);
+
+/* [out] prop for device. CUDA: cudaGetDeviceProperties. */
+NPURT_API npuError_t npuGetDeviceProperties(npuDeviceProp* prop, int device);
+
+/* [out] free, total bytes of the current device. CUDA: cudaMemGetInfo. */
+NPURT_API npuError_t npuMemGetInfo(size_t* free, size_t* total);
+
+/* ------------------------------------------------------------------------ */
+/* Streams                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct npuStream_st* npuStream_t;
+typedef struct npuEvent_st* npuEvent_t;
+
+#define npuStreamDefault 0x0u
+#define npuStreamNonBlocking 0x1u
+
+/* Priority range: lower numbers are higher priority, as in CUDA.
+ * npuDeviceGetStreamPriorityRange reports [least=0, greatest=-3]. */
+NPURT_API npuError_t npuDeviceGetStreamPriorityRange(int* leastPriority,
+                                                     int* greatestPriority);
+
+/* Creates a stream on the current device with default flags and priority 0.
+ * [out] stream. CUDA: cudaStreamCreate. */
+NPURT_API npuError_t npuStreamCreate(npuStream_t* stream);
+
+/* As npuStreamCreate with flags (npuStreamDefault or npuStreamNonBlocking;
+ * other bits → npuErrorInvalidValue). */
+NPURT_API npuError_t npuStreamCreateWithFlags(npuStream_t* stream,
+                                              unsigned int flags);
+
+/* As npuStreamCreateWithFlags with a priority; values outside the range are
+ * clamped to it, as CUDA does. */
+NPURT_API npuError_t npuStreamCreateWithPriority(npuStream_t* stream,
+                                                 unsigned int flags,
+                                                 int priority);
+
+/* Destroys a stream. Returns at once; work already queued still runs, in
+ * order. The handle is invalid as soon as this returns (and for every later
+ * call, even if a new stream is created afterwards). Stream-destroy callbacks
+ * run on the calling thread before the handle is invalidated.
+ * CUDA: cudaStreamDestroy. */
+NPURT_API npuError_t npuStreamDestroy(npuStream_t stream);
+
+/* npuSuccess if nothing is queued or running on the stream, npuErrorNotReady
+ * otherwise; npuErrorLaunchFailure (once, then cleared) if a task failed.
+ * CUDA: cudaStreamQuery. */
+NPURT_API npuError_t npuStreamQuery(npuStream_t stream);
+
+/* Blocks until the stream is idle (its last task has finished). Reports a
+ * task failure like npuStreamQuery. CUDA: cudaStreamSynchronize. */
+NPURT_API npuError_t npuStreamSynchronize(npuStream_t stream);
+
+/* As npuStreamSynchronize, giving up after timeoutUs microseconds with
+ * npuErrorTimeout (timeoutUs < 0 → npuErrorInvalidValue). */
+NPURT_API npuError_t npuStreamSynchronizeWithTimeout(npuStream_t stream,
+                                                     int64_t timeoutUs);
+
+/* Makes all work enqueued on stream after this call wait for the version of
+ * event that is latest now. An event never recorded: no-op. flags must be 0.
+ * CUDA: cudaStreamWaitEvent. */
+NPURT_API npuError_t npuStreamWaitEvent(npuStream_t stream, npuEvent_t event,
+                                        unsigned int flags);
+
+/* [out] device of the stream. */
+NPURT_API npuError_t npuStreamGetDevice(npuStream_t stream, int* device);
+
+/* [out] priority of the stream (after clamping). CUDA: cudaStreamGetPriority. */
+NPURT_API npuError_t npuStreamGetPriority(npuStream_t stream, int* priority);
+
+/* [out] flags given at creation. CUDA: cudaStreamGetFlags. */
+NPURT_API npuError_t npuStreamGetFlags(npuStream_t stream, unsigned int* flags);
+
+/* [out] id: process-unique stream id (1, 2, ...); never reused.
+ * CUDA: cudaStreamGetId. */
+NPURT_API npuError_t npuStreamGetId(npuStream_t stream, uint64_t* id);
+
+/* Host function launched on a stream. CUDA: cudaHostFn_t. */
+typedef void (*npuHostFn_t)(void* userData);
+
+/* Enqueues fn(userData) on the stream; it runs on a device executor thread
+ * after all earlier work of the stream. fn must not call npurt functions that
+ * wait on the same stream. CUDA: cudaLaunchHostFunc. */
+NPURT_API npuError_t npuLaunchHostFunc(npuStream_t stream, npuHostFn_t fn,
+                                       void* userData);
+
+/* General task: run() returns 0 on success; on failure it returns non-zero
+ * and may write a NUL-terminated message into errorBuf (errorBufSize bytes).
+ * The failure is captured with the task's name (see npuErrorLaunchFailure).
+ * release(userData), if not NULL, is called exactly once: after run(), or
+ * instead of run() when the task is discarded (stream in failure state, or
+ * process exit). The C++ helper npurt::launch builds on this. */
+typedef struct npuTask {
+  const char* name;  /* for errors and traces; NULL → "task" */
+  int (*run)(void* userData, char* errorBuf, size_t errorBufSize);
+  void (*release)(void* userData);
+  void* userData;
+  unsigned int flags; /* 0, or npuTaskCopyName */
+} npuTask;
+
+/* Task flag: copy name (otherwise it must be a string with static storage
+ * duration, e.g. a literal or an operator schema name). */
+#define npuTaskCopyName 0x1u
+
+/* Enqueues a task. On error the task is not enqueued and release() is NOT
+ * called (the caller still owns userData). */
+NPURT_API npuError_t npuLaunchTask(npuStream_t stream, const npuTask* task);
+
+/* ------------------------------------------------------------------------ */
+/* Events                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define npuEventDefault 0x0u
+#define npuEventBlockingSync 0x1u
+#define npuEventDisableTiming 0x2u
+
+/* [out] event with default flags (timing enabled). CUDA: cudaEventCreate. */
+NPURT_API npuError_t npuEventCreate(npuEvent_t* event);
+
+/* As npuEventCreate with flags (unknown bits → npuErrorInvalidValue). */
+NPURT_API npuError_t npuEventCreateWithFlags(npuEvent_t* event,
+                                             unsigned int flags);
+
+/* Records a new version of the event on the stream: it completes when all
+ * work enqueued on the stream before it has finished. CUDA: cudaEventRecord. */
+NPURT_API npuError_t npuEventRecord(npuEvent_t event, npuStream_t stream);
+
+/* npuSuccess if the latest version has completed (or the event was never
+ * recorded), npuErrorNotReady otherwise. CUDA: cudaEventQuery. */
+NPURT_API npuError_t npuEventQuery(npuEvent_t event);
+
+/* Blocks until the version latest at the time of the call has completed.
+ * Never recorded: returns at once. CUDA: cudaEventSynchronize. */
+NPURT_API npuError_t npuEventSynchronize(npuEvent_t event);
+
+/* [out] ms between the completion of start and end. Errors:
+ * npuErrorTimingDisabled (either created with npuEventDisableTiming),
+ * npuErrorEventNotRecorded, npuErrorNotReady (not complete yet).
+ * CUDA: cudaEventElapsedTime. */
+NPURT_API npuError_t npuEventElapsedTime(float* ms, npuEvent_t start,
+                                         npuEvent_t end);
+
+/* [out] completion time of the latest version, in nanoseconds on the
+ * runtime's monotonic clock (npuGetTimestampNs). Errors as ElapsedTime. */
+NPURT_API npuError_t npuEventGetTimestamp(npuEvent_t event, uint64_t* ns);
+
+/* [out] device the event was last recorded on (-1 if never recorded). */
+NPURT_API npuError_t npuEventGetDevice(npuEvent_t event, int* device);
+
+/* Destroys the event. Pending versions still complete; waits already bound
+ * to them still resolve. CUDA: cudaEventDestroy. */
+NPURT_API npuError_t npuEventDestroy(npuEvent_t event);
+
+/* Nanoseconds on the runtime's monotonic clock (steady clock). */
+NPURT_API uint64_t npuGetTimestampNs(void);
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum npuMemcpyKind {
+  npuMemcpyHostToHost = 0,
+  npuMemcpyHostToDevice = 1,
+  npuMemcpyDeviceToHost = 2,
+  npuMemcpyDeviceToDevice = 3,
+  npuMemcpyDefault = 4 /* inferred from the pointers */
+} npuMemcpyKind;
+
+/* Allocates size bytes of device memory on the current device (64-byte
+ * aligned; size 0 gives NULL and npuSuccess). npuErrorMemoryAllocation if the
+ * capacity would be exceeded. CUDA: cudaMalloc. */
+NPURT_API npuError_t npuMalloc(void** devPtr, size_t size);
+
+/* Frees device memory. NULL is a no-op. A pointer that is not the start of a
+ * live allocation → npuErrorInvalidDevicePointer. Asynchronous copies already
+ * queued on it keep the memory alive until they finish; the capacity is
+ * released then. CUDA: cudaFree (which, unlike this, synchronizes). */
+NPURT_API npuError_t npuFree(void* devPtr);
+
+/* Synchronous copy on the calling thread. Device ranges are checked against
+ * live allocations. Does not wait for any stream: synchronize the streams that
+ * write src or dst first. CUDA: cudaMemcpy. */
+NPURT_API npuError_t npuMemcpy(void* dst, const void* src, size_t count,
+                               npuMemcpyKind kind);
+
+/* Enqueues a copy on the stream; ranges are checked at enqueue. Host memory
+ * must stay valid until the copy has run. CUDA: cudaMemcpyAsync. */
+NPURT_API npuError_t npuMemcpyAsync(void* dst, const void* src, size_t count,
+                                    npuMemcpyKind kind, npuStream_t stream);
+
+/* Sets count bytes of device memory to value. CUDA: cudaMemset(Async). */
+NPURT_API npuError_t npuMemset(void* devPtr, int value, size_t count);
+NPURT_API npuError_t npuMemsetAsync(void* devPtr, int value, size_t count,
+                                    npuStream_t stream);
+
+/* Pinned host memory. CUDA: cudaMallocHost / cudaFreeHost. */
+NPURT_API npuError_t npuMallocHost(void** ptr, size_t size);
+NPURT_API npuError_t npuFreeHost(void* ptr);
+
+/* Registers [ptr, ptr+size) as pinned host memory. flags must be 0.
+ * Overlapping an existing registration → npuErrorHostMemoryAlreadyRegistered.
+ * CUDA: cudaHostRegister. */
+NPURT_API npuError_t npuHostRegister(void* ptr, size_t size, unsigned int flags);
+
+/* ptr must be the start of a registered range, else
+ * npuErrorHostMemoryNotRegistered. CUDA: cudaHostUnregister. */
+NPURT_API npuError_t npuHostUnregister(void* ptr);
+
+typedef enum npuMemoryType {
+  npuMemoryTypeUnregistered = 0, /* ordinary (pageable) host memory */
+  npuMemoryTypeHost = 1,         /* pinned: npuMallocHost or npuHostRegister */
+  npuMemoryTypeDevice = 2
+} npuMemoryType;
+
+typedef struct npuPointerAttributes {
+  npuMemoryType type;
+  int device;        /* device of a device pointer, else -1 */
+  void* basePointer; /* start of the allocation/registration, else NULL */
+  size_t size;       /* its size, else 0 */
+} npuPointerAttributes;
+
+/* [out] attributes of any pointer (unknown pointers are Unregistered).
+ * CUDA: cudaPointerGetAttributes. */
+NPURT_API npuError_t npuPointerGetAttributes(npuPointerAttributes* attributes,
+                                             const void* ptr);
+
+/* ------------------------------------------------------------------------ */
+/* Notifications for layers above                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Called on the thread that calls npuStreamDestroy, before the handle is
+ * invalidated (the stream still accepts work during the call). Must not
+ * destroy streams or (un)register callbacks. */
+typedef void (*npuStreamDestroyCallback_t)(npuStream_t stream, int device,
+                                           void* userData);
+
+/* [out] handle identifies the registration for npuUnregister... */
+NPURT_API npuError_t npuRegisterStreamDestroyCallback(
+    npuStreamDestroyCallback_t callback, void* userData, uint64_t* handle);
+NPURT_API npuError_t npuUnregisterStreamDestroyCallback(uint64_t handle);
+
+/* ------------------------------------------------------------------------ */
+/* Debug knobs                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Every task then takes at least delayUs microseconds on the device (the
+ * executor sleeps before running it). Overrides NPU_SIM_TASK_DELAY_US. */
+NPURT_API npuError_t npuSetTaskDelay(uint32_t delayUs);
+NPURT_API npuError_t npuGetTaskDelay(uint32_t* delayUs);
+
+/* Per-stream delay; delayUs < 0 returns the stream to the global delay. */
+NPURT_API npuError_t npuStreamSetTaskDelay(npuStream_t stream, int64_t delayUs);
+
+/* Starts recording a trace of every task (device, stream, name, enqueue,
+ * start and end time); clears what was recorded before. Also enabled at start
+ * by NPU_SIM_TRACE=<path>, which writes the trace at process exit. */
+NPURT_API npuError_t npuTraceStart(void);
+/* Stops recording (the recorded tasks are kept). */
+NPURT_API npuError_t npuTraceStop(void);
+/* Writes the recorded tasks as Chrome trace JSON (one process per device, one
+ * thread lane per stream), loadable by Perfetto and chrome://tracing. */
+NPURT_API npuError_t npuTraceWrite(const char* path);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* NPURT_NPURT_H_ */

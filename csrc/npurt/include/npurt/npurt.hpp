@@ -1,0 +1,169 @@
+// npurt — thin C++ convenience layer over the C API in npurt.h.
+//
+// Layer: device runtime. Header-only; everything here is built on the public
+// C functions, so it works across the shared-library boundary unchanged.
+//
+// Thread safety: every function here is as thread-safe as the C function it
+// wraps (all of them may be called from several threads at once).
+#pragma once
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "npurt/npurt.h"
+
+namespace npurt {
+
+// Exception carrying an npuError_t; what() is "<name>: <detailed message>".
+class Error : public std::runtime_error {
+ public:
+  Error(npuError_t code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  npuError_t code() const noexcept { return code_; }
+
+ private:
+  npuError_t code_;
+};
+
+// Throws npurt::Error if status is not npuSuccess, with the thread's last
+// error message. Use for runtime statuses that indicate a failure (not for
+// npuErrorNotReady from query functions).
+inline void check(npuError_t status) {
+  if (status == npuSuccess) return;
+  std::string message = npuGetErrorName(status);
+  const char* detail = npuGetLastErrorMessage();
+  message += ": ";
+  message += (detail != nullptr && detail[0] != '\0') ? detail : npuGetErrorString(status);
+  throw Error(status, message);
+}
+
+namespace detail {
+
+template <typename F>
+int runCallable(void* user, char* errorBuf, size_t errorBufSize) {
+  // Exceptions must never cross the C boundary: they become a failed task
+  // whose message the runtime reports with the task's name.
+  try {
+    (*static_cast<F*>(user))();
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(errorBuf, errorBufSize, "%s", e.what());
+  } catch (...) {
+    std::snprintf(errorBuf, errorBufSize, "unknown exception");
+  }
+  return 1;
+}
+
+template <typename F>
+void releaseCallable(void* user) {
+  std::unique_ptr<F> owned(static_cast<F*>(user));
+}
+
+}  // namespace detail
+
+// Enqueues a move-only callable on a stream. `name` must have static storage
+// duration (a literal or an operator schema name) unless copyName is true.
+// An exception thrown by f is captured as a task failure (npuErrorLaunchFailure
+// at the next query/synchronize of the stream). On error the callable is
+// destroyed here and the status returned; nothing is enqueued.
+template <typename F>
+npuError_t launch(npuStream_t stream, const char* name, F&& f, bool copyName = false) {
+  using Fn = std::decay_t<F>;
+  auto owned = std::make_unique<Fn>(std::forward<F>(f));
+  npuTask task{};
+  task.name = name;
+  task.run = &detail::runCallable<Fn>;
+  task.release = &detail::releaseCallable<Fn>;
+  task.userData = owned.get();
+  task.flags = copyName ? npuTaskCopyName : 0u;
+  npuError_t status = npuLaunchTask(stream, &task);
+  if (status == npuSuccess) owned.release();  // the runtime owns it now
+  return status;
+}
+
+// RAII owner of a stream handle; destroys it on scope exit.
+class StreamHandle {
+ public:
+  StreamHandle() = default;
+  explicit StreamHandle(npuStream_t s) noexcept : stream_(s) {}
+  StreamHandle(StreamHandle&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)) {}
+  StreamHandle& operator=(StreamHandle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      stream_ = std::exchange(o.stream_, nullptr);
+    }
+    return *this;
+  }
+  StreamHandle(const StreamHandle&) = delete;
+  StreamHandle& operator=(const StreamHandle&) = delete;
+  ~StreamHandle() { reset(); }
+
+  // Creates a stream on the current device; throws npurt::Error on failure.
+  static StreamHandle create(unsigned flags = npuStreamDefault, int priority = 0) {
+    npuStream_t s = nullptr;
+    check(npuStreamCreateWithPriority(&s, flags, priority));
+    return StreamHandle(s);
+  }
+  npuStream_t get() const noexcept { return stream_; }
+  void reset() noexcept {
+    if (stream_ != nullptr) (void)npuStreamDestroy(std::exchange(stream_, nullptr));
+  }
+
+ private:
+  npuStream_t stream_ = nullptr;
+};
+
+// RAII owner of an event handle.
+class EventHandle {
+ public:
+  EventHandle() = default;
+  explicit EventHandle(npuEvent_t e) noexcept : event_(e) {}
+  EventHandle(EventHandle&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+  EventHandle& operator=(EventHandle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      event_ = std::exchange(o.event_, nullptr);
+    }
+    return *this;
+  }
+  EventHandle(const EventHandle&) = delete;
+  EventHandle& operator=(const EventHandle&) = delete;
+  ~EventHandle() { reset(); }
+
+  static EventHandle create(unsigned flags = npuEventDefault) {
+    npuEvent_t e = nullptr;
+    check(npuEventCreateWithFlags(&e, flags));
+    return EventHandle(e);
+  }
+  npuEvent_t get() const noexcept { return event_; }
+  void reset() noexcept {
+    if (event_ != nullptr) (void)npuEventDestroy(std::exchange(event_, nullptr));
+  }
+
+ private:
+  npuEvent_t event_ = nullptr;
+};
+
+// RAII switch of the calling thread's current device (restores on exit, also
+// when an exception unwinds).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check(npuGetDevice(&previous_));
+    check(npuSetDevice(device));
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  ~DeviceGuard() { (void)npuSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+
+}  // namespace npurt
