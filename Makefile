@@ -27,7 +27,7 @@ $(DEPS_STAMP): requirements-dev.txt scripts/install_system_deps.sh | $(VPY)
 deps: $(DEPS_STAMP)
 
 $(BUILD)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$(CURDIR)/$(VPY)
 
 build: $(DEPS_STAMP) $(BUILD)/build.ninja
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CMAKE) --build $(BUILD)

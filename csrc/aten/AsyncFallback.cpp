@@ -1,0 +1,606 @@
+// The generic op path: every ATen op on npu tensors that has no dedicated
+// kernel in this folder comes here (a boxed fallback for PrivateUse1) and
+// runs asynchronously on the current stream. See Note [Ops run on streams].
+//
+// Per call, on the calling thread:
+//  1. find the op's device (all npu tensors must share it);
+//  2. infer output metadata by running the op on meta tensors;
+//  3. build outputs: in-place/out= returns are the argument itself; view
+//     returns are as_strided views of the viewed argument (no task at all);
+//     other returns are fresh npu tensors from the caching allocator;
+//  4. queue a task that runs the CPU kernel over the device memory — the
+//     op's out= variant when it has one, so the kernel writes straight into
+//     the outputs; otherwise the op itself, copying fresh results in.
+// Ops whose outputs cannot be known without the data (no meta kernel,
+// data-dependent shapes, non-tensor results) take the synchronous path: wait
+// for the current stream, run the CPU kernel, copy results to the device.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "aten/OpLauncher.h"
+#include "core/ExternalStreams.h"
+#include "core/NPUException.h"
+#include "core/NPUFunctions.h"
+#include "core/NPUGenerator.h"
+
+namespace c10_npu::aten {
+namespace {
+
+using c10::IValue;
+using Stack = std::vector<IValue>;
+
+constexpr c10::DispatchKeySet kCpuKeys(c10::DispatchKey::CPU);
+constexpr c10::DispatchKeySet kMetaKeys(c10::DispatchKey::Meta);
+
+bool isNpu(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// What a return of the op is, from its schema's alias annotations.
+enum class ReturnKind : uint8_t { kNew, kMutatedArg, kViewOfArg, kNonTensor };
+
+struct ReturnInfo {
+  ReturnKind kind = ReturnKind::kNew;
+  int arg = -1;         // argument index for kMutatedArg / kViewOfArg
+  bool isList = false;  // Tensor[] return
+};
+
+struct MetaResult;
+
+// Per-operator facts derived once from the schema (cached; see opInfo()).
+struct OpInfo {
+  std::vector<ReturnInfo> returns;
+  int generatorArg = -1;  // index of a Generator? argument
+  bool allNew = true;     // every return is a fresh tensor
+  bool anyNonTensor = false;
+  std::optional<c10::OperatorHandle> outVariant;  // op.out with matching args
+  // Output metadata by argument signature. See Note [Output metadata cache].
+  mutable std::shared_mutex cacheMutex;
+  mutable std::unordered_map<std::string, std::shared_ptr<const MetaResult>> cache;
+};
+
+// Note [Output metadata cache]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A meta kernel's result depends only on the metadata of its tensor
+// arguments (sizes, strides, dtype, conj/neg bits) and on the values of its
+// other arguments. Running it costs tens of microseconds (some are written in
+// Python), more than the op itself on small tensors, so results are cached
+// per op under a key that serialises exactly those inputs. Arguments that
+// cannot be serialised make the call uncacheable (it still runs, uncached).
+struct TensorMeta {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+struct MetaResult {
+  // Per return: its tensors (one, or the elements of a list).
+  std::vector<std::vector<TensorMeta>> returns;
+};
+constexpr size_t kMaxCachedSignaturesPerOp = 4096;
+
+// Serialises an argument for the cache key; false if it cannot be.
+bool appendKey(std::string& key, const IValue& v) {
+  auto put = [&key](const auto& x) {
+    key.append(reinterpret_cast<const char*>(&x), sizeof(x));
+  };
+  auto putTensor = [&](const at::Tensor& t) {
+    if (!t.defined()) {
+      key.push_back('u');
+      return;
+    }
+    key.push_back(isNpu(t) ? 'T' : 't');
+    put(static_cast<int8_t>(t.scalar_type()));
+    put(static_cast<int8_t>(t.is_conj() | (t.is_neg() << 1)));
+    put(static_cast<int32_t>(t.dim()));
+    for (int64_t d : t.sizes()) put(d);
+    for (int64_t d : t.strides()) put(d);
+  };
+  if (v.isTensor()) {
+    putTensor(v.toTensor());
+  } else if (v.isNone()) {
+    key.push_back('n');
+  } else if (v.isInt()) {
+    key.push_back('i');
+    put(v.toInt());
+  } else if (v.isDouble()) {
+    key.push_back('d');
+    put(v.toDouble());
+  } else if (v.isBool()) {
+    key.push_back('b');
+    put(v.toBool());
+  } else if (v.isSymInt()) {
+    key.push_back('i');
+    put(v.toSymInt().expect_int());
+  } else if (v.isIntList()) {
+    key.push_back('I');
+    for (int64_t x : v.toIntList()) put(x);
+    key.push_back(';');
+  } else if (v.isDoubleList()) {
+    key.push_back('D');
+    for (double x : v.toDoubleList()) put(x);
+    key.push_back(';');
+  } else if (v.isBoolList()) {
+    key.push_back('B');
+    for (bool x : v.toBoolList()) put(x);
+    key.push_back(';');
+  } else if (v.isString()) {
+    key.push_back('s');
+    key.append(v.toStringRef());
+    key.push_back('\0');
+  } else if (v.isDevice()) {
+    key.push_back('v');
+    put(static_cast<int8_t>(v.toDevice().type()));
+  } else if (v.isGenerator()) {
+    key.push_back('g');
+  } else if (v.isTensorList()) {
+    key.push_back('L');
+    for (const at::Tensor& t : v.toTensorVector()) putTensor(t);
+    key.push_back(';');
+  } else if (v.isList()) {
+    key.push_back('l');
+    for (const IValue& e : v.toListRef()) {
+      if (!appendKey(key, e)) return false;
+    }
+    key.push_back(';');
+  } else if (v.isComplexDouble()) {
+    key.push_back('c');
+    put(v.toComplexDouble());
+  } else {
+    return false;
+  }
+  return true;
+}
+
+TensorMeta tensorMeta(const at::Tensor& t) {
+  return TensorMeta{t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type()};
+}
+
+bool sameAliasSet(const c10::AliasInfo& a, const c10::AliasInfo& b) {
+  for (const auto& s : a.beforeSets()) {
+    if (b.beforeSets().count(s)) return true;
+  }
+  return false;
+}
+
+bool isTensorType(const c10::TypePtr& t) {
+  return t->kind() == c10::TypeKind::TensorType;
+}
+
+bool isTensorListType(const c10::TypePtr& t) {
+  auto list = t->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+bool isOptionalTensorType(const c10::TypePtr& t) {
+  auto opt = t->cast<c10::OptionalType>();
+  return opt && opt->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+// Finds "<name>.out"-style variants: same name, the functional arguments
+// followed by one `Tensor(a!)` out argument per return, in order.
+std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& schema) {
+  if (schema.returns().empty()) return std::nullopt;
+  const std::string& overload = schema.overload_name();
+  std::vector<std::string> candidates;
+  if (overload.empty()) {
+    candidates = {"out"};
+  } else {
+    candidates = {overload + "_out", "out", overload.substr(0, overload.find('_')) + "_out"};
+  }
+  for (const auto& candidate : candidates) {
+    auto handle = c10::Dispatcher::singleton().findSchema({schema.name(), candidate});
+    if (!handle.has_value()) continue;
+    const auto& out = handle->schema();
+    const size_t n = schema.arguments().size();
+    if (out.arguments().size() != n + schema.returns().size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < n && match; ++i) {
+      match = out.arguments()[i].name() == schema.arguments()[i].name() &&
+              *out.arguments()[i].type() == *schema.arguments()[i].type();
+    }
+    for (size_t i = 0; i < schema.returns().size() && match; ++i) {
+      const auto& a = out.arguments()[n + i];
+      match = isTensorType(a.type()) && a.alias_info() && a.alias_info()->isWrite() &&
+              isTensorType(schema.returns()[i].type());
+    }
+    if (match) return handle;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  auto owned = std::make_unique<OpInfo>();
+  OpInfo& info = *owned;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto opt = args[i].type()->cast<c10::OptionalType>();
+    auto t = opt ? opt->getElementType() : args[i].type();
+    if (t->kind() == c10::TypeKind::GeneratorType) info.generatorArg = static_cast<int>(i);
+  }
+  for (const auto& ret : schema.returns()) {
+    ReturnInfo r;
+    r.isList = isTensorListType(ret.type());
+    if (!isTensorType(ret.type()) && !r.isList) {
+      r.kind = ReturnKind::kNonTensor;
+      info.anyNonTensor = true;
+    } else if (ret.alias_info() != nullptr) {
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].alias_info() && sameAliasSet(*ret.alias_info(), *args[i].alias_info())) {
+          r.arg = static_cast<int>(i);
+          break;
+        }
+      }
+      r.kind = ret.alias_info()->isWrite() ? ReturnKind::kMutatedArg : ReturnKind::kViewOfArg;
+      if (r.arg < 0) r.kind = ReturnKind::kNonTensor;  // cannot map it: be safe
+    }
+    if (r.kind != ReturnKind::kNew) info.allNew = false;
+    info.returns.push_back(r);
+  }
+  if (info.allNew) info.outVariant = findOutVariant(schema);
+  return owned;
+}
+
+// Cache of OpInfo by operator. Reads are shared; an op is computed once.
+const OpInfo& opInfo(const c10::OperatorHandle& op) {
+  static std::shared_mutex mutex;
+  static std::unordered_map<c10::OperatorName, std::unique_ptr<OpInfo>> cache;
+  const auto& name = op.operator_name();
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex);
+    auto it = cache.find(name);
+    if (it != cache.end()) return *it->second;
+  }
+  auto computed = computeOpInfo(op);
+  std::unique_lock<std::shared_mutex> lock(mutex);
+  auto [it, inserted] = cache.emplace(name, std::move(computed));
+  return *it->second;
+}
+
+// Ops that accept CPU index tensors beside npu tensors, as CUDA does.
+bool acceptsCpuTensors(const c10::OperatorName& name) {
+  return name.name == "aten::index" || name.name == "aten::index_put_" ||
+         name.name == "aten::_index_put_impl_" || name.name == "aten::index_put";
+}
+
+struct DeviceFinder {
+  const c10::OperatorHandle& op;
+  c10::DeviceIndex device = -1;
+  bool sawCpuTensor = false;
+
+  void tensor(const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (isNpu(t)) {
+      const c10::DeviceIndex d = t.device().index();
+      TORCH_CHECK(device == -1 || device == d,
+                  "Expected all tensors to be on the same device, but found at least two "
+                  "devices, npu:",
+                  static_cast<int>(device), " and npu:", static_cast<int>(d),
+                  "! (when checking arguments of ", op.schema().name(), ")", NPU_ERROR_SUFFIX);
+      device = d;
+    } else if (t.device().is_cpu() && t.dim() > 0) {
+      sawCpuTensor = true;
+    }
+  }
+
+  void value(const IValue& v) {
+    if (v.isTensor()) {
+      tensor(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) tensor(t);
+    } else if (v.isList()) {
+      for (const IValue& e : v.toListRef()) {
+        if (e.isTensor()) tensor(e.toTensor());
+      }
+    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1 &&
+               device == -1) {
+      device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+    }
+  }
+};
+
+// Maps every npu tensor (and npu device) inside an IValue through `fn`.
+template <typename TensorFn>
+IValue mapTensors(const IValue& v, const TensorFn& fn, c10::DeviceType deviceTo) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return isNpu(t) ? IValue(fn(t)) : v;
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(isNpu(t) ? fn(t) : t);
+    return IValue(out);
+  }
+  if (v.isList() && v.toListRef().size() > 0 && v.type()->cast<c10::ListType>() &&
+      isOptionalTensorType(v.type()->cast<c10::ListType>()->getElementType())) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const IValue& e : v.toListRef()) {
+      if (e.isTensor()) {
+        const at::Tensor& t = e.toTensor();
+        out.push_back(isNpu(t) ? std::optional<at::Tensor>(fn(t)) : std::optional<at::Tensor>(t));
+      } else {
+        out.push_back(std::nullopt);
+      }
+    }
+    return IValue(out);
+  }
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+    return IValue(c10::Device(deviceTo));
+  }
+  return v;
+}
+
+at::Tensor toMeta(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(),
+                           at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+}
+
+at::Generator cpuGenerator(uint64_t seed) {
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
+
+// The synchronous path. See the file comment.
+void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
+                      const OpInfo& info) {
+  const NPUStream stream = getCurrentNPUStream(device);
+  if (stream.isExternal() && external::mode() == external::Mode::kCompat) {
+    device_synchronize(device);
+  } else {
+    stream.synchronize();
+  }
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  Stack original(stack->end() - nargs, stack->end());
+  std::optional<uint64_t> seed;
+  if (info.generatorArg >= 0) {
+    const IValue& g = original[info.generatorArg];
+    seed = reserveSeed(g.isGenerator() ? std::optional<at::Generator>(g.toGenerator())
+                                       : std::nullopt,
+                       device);
+  }
+  // CPU aliases of the npu arguments, remembering which alias is which arg.
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> npuOfAlias;
+  for (size_t i = 0; i < nargs; ++i) {
+    IValue& slot = (*stack)[stack->size() - nargs + i];
+    slot = mapTensors(
+        slot,
+        [&](const at::Tensor& t) {
+          at::Tensor alias = cpuAlias(t);
+          npuOfAlias.emplace(alias.unsafeGetTensorImpl(), t);
+          return alias;
+        },
+        c10::DeviceType::CPU);
+    if (static_cast<int>(i) == info.generatorArg) slot = IValue(cpuGenerator(*seed));
+  }
+  op.redispatchBoxed(kCpuKeys, stack);
+  // Results: the npu argument a kernel returned, or a fresh npu copy.
+  const size_t nrets = schema.returns().size();
+  auto toNpu = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined()) return r;
+    auto it = npuOfAlias.find(r.unsafeGetTensorImpl());
+    if (it != npuOfAlias.end()) return it->second;
+    if (!r.device().is_cpu()) return r;
+    at::Tensor contiguous = r.is_non_overlapping_and_dense() ? r : r.contiguous();
+    at::Tensor out = emptyNpu(contiguous.sizes(), contiguous.strides(), contiguous.scalar_type(),
+                              device);
+    // Safe on this thread: `out` is fresh memory of the (idle) current
+    // stream, and everything queued later on it is ordered after us.
+    cpuAlias(out).copy_(contiguous);
+    return out;
+  };
+  for (size_t i = stack->size() - nrets; i < stack->size(); ++i) {
+    IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      v = toNpu(v.toTensor());
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorVector()) out.push_back(toNpu(t));
+      v = IValue(out);
+    }
+  }
+}
+
+// The asynchronous path. Returns false (stack untouched) if the op must run
+// synchronously.
+bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
+                 const OpInfo& info) {
+  if (info.anyNonTensor) return false;
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  Stack args(stack->end() - nargs, stack->end());
+
+  // 2. Output metadata: from the cache, else from the meta kernel.
+  //    See Note [Output metadata cache].
+  thread_local std::string key;
+  key.clear();
+  bool cacheable = true;
+  for (size_t i = 0; i < nargs && cacheable; ++i) cacheable = appendKey(key, args[i]);
+  std::shared_ptr<const MetaResult> metaResult;
+  if (cacheable) {
+    std::shared_lock<std::shared_mutex> lock(info.cacheMutex);
+    auto it = info.cache.find(key);
+    if (it != info.cache.end()) metaResult = it->second;
+  }
+  if (!metaResult) {
+    Stack meta;
+    meta.reserve(nargs);
+    for (size_t i = 0; i < nargs; ++i) {
+      if (static_cast<int>(i) == info.generatorArg) {
+        meta.emplace_back();  // meta kernels draw no numbers
+        continue;
+      }
+      meta.push_back(mapTensors(args[i], toMeta, c10::DeviceType::Meta));
+    }
+    try {
+      op.redispatchBoxed(kMetaKeys, &meta);
+    } catch (const std::exception&) {
+      // No meta kernel, a data-dependent shape, or a user error that the CPU
+      // kernel will report the same way. (Meta kernels written in Python
+      // throw torch's python_error, not c10::Error.)
+      return false;
+    }
+    TORCH_INTERNAL_ASSERT(meta.size() == schema.returns().size(), "meta kernel of ",
+                          schema.name(), " returned ", meta.size(), " values, the schema says ",
+                          schema.returns().size());
+    auto computed = std::make_shared<MetaResult>();
+    for (const IValue& m : meta) {
+      std::vector<TensorMeta> tensors;
+      if (m.isTensor()) {
+        tensors.push_back(tensorMeta(m.toTensor()));
+      } else if (m.isTensorList()) {
+        for (const at::Tensor& t : m.toTensorVector()) tensors.push_back(tensorMeta(t));
+      }
+      computed->returns.push_back(std::move(tensors));
+    }
+    metaResult = computed;
+    if (cacheable) {
+      std::unique_lock<std::shared_mutex> lock(info.cacheMutex);
+      if (info.cache.size() >= kMaxCachedSignaturesPerOp) info.cache.clear();
+      info.cache.emplace(key, metaResult);
+    }
+  }
+  const size_t nrets = schema.returns().size();
+
+  // 3. Outputs.
+  std::vector<at::Tensor> fresh;  // kNew outputs, in return order (lists flattened)
+  Stack results;
+  results.reserve(nrets);
+  for (size_t r = 0; r < nrets; ++r) {
+    const ReturnInfo& ri = info.returns[r];
+    const std::vector<TensorMeta>& metas = metaResult->returns[r];
+    switch (ri.kind) {
+      case ReturnKind::kMutatedArg: {
+        const IValue& a = args[ri.arg];
+        if (a.isTensor() && metas.size() == 1 &&
+            a.toTensor().sizes() != c10::IntArrayRef(metas[0].sizes)) {
+          // out= with a wrong size: resize like the CPU kernel would.
+          a.toTensor().resize_(metas[0].sizes);
+        }
+        results.push_back(a);
+        break;
+      }
+      case ReturnKind::kViewOfArg: {
+        const at::Tensor& base = args[ri.arg].toTensor();
+        auto view = [&](const TensorMeta& m) {
+          return base.as_strided(m.sizes, m.strides, base.storage_offset() + m.offset);
+        };
+        if (ri.isList) {
+          c10::List<at::Tensor> out;
+          for (const TensorMeta& m : metas) out.push_back(view(m));
+          results.emplace_back(out);
+        } else {
+          results.emplace_back(view(metas.at(0)));
+        }
+        break;
+      }
+      case ReturnKind::kNew: {
+        auto makeNew = [&](const TensorMeta& m) {
+          at::Tensor t = emptyNpu(m.sizes, m.strides, m.dtype, device);
+          fresh.push_back(t);
+          return t;
+        };
+        if (ri.isList) {
+          c10::List<at::Tensor> out;
+          for (const TensorMeta& m : metas) out.push_back(makeNew(m));
+          results.emplace_back(out);
+        } else {
+          results.emplace_back(makeNew(metas.at(0)));
+        }
+        break;
+      }
+      case ReturnKind::kNonTensor:
+        TORCH_INTERNAL_ASSERT(false, "non-tensor return on the async path");
+    }
+  }
+
+  // Pure views need no work on the device.
+  bool onlyViews = true;
+  for (const auto& ri : info.returns) onlyViews &= ri.kind == ReturnKind::kViewOfArg;
+  if (onlyViews && !info.returns.empty()) {
+    stack->erase(stack->end() - nargs, stack->end());
+    for (auto& v : results) stack->push_back(std::move(v));
+    return true;
+  }
+
+  // 4. The task. Random ops reserve their numbers now, at enqueue. See
+  // Note [Random numbers are reserved at enqueue].
+  std::optional<uint64_t> seed;
+  if (info.generatorArg >= 0) {
+    const IValue& g = args[info.generatorArg];
+    seed = reserveSeed(g.isGenerator() ? std::optional<at::Generator>(g.toGenerator())
+                                       : std::nullopt,
+                       device);
+  }
+  std::optional<c10::OperatorHandle> outOp = info.outVariant;
+  std::vector<ReturnInfo> returns = info.returns;
+  const int generatorArg = info.generatorArg;
+  launchKernel(getCurrentNPUStream(device), schema.name().c_str(),
+               [op, args = std::move(args), fresh, outOp, returns, generatorArg, seed]() {
+                 Stack s;
+                 s.reserve(args.size() + fresh.size());
+                 for (size_t i = 0; i < args.size(); ++i) {
+                   if (static_cast<int>(i) == generatorArg) {
+                     s.emplace_back(cpuGenerator(*seed));
+                   } else {
+                     s.push_back(mapTensors(args[i], cpuAlias, c10::DeviceType::CPU));
+                   }
+                 }
+                 if (outOp.has_value()) {
+                   for (const at::Tensor& f : fresh) s.emplace_back(cpuAlias(f));
+                   outOp->redispatchBoxed(kCpuKeys, &s);
+                   return;
+                 }
+                 op.redispatchBoxed(kCpuKeys, &s);
+                 size_t next = 0;
+                 for (size_t r = 0; r < returns.size(); ++r) {
+                   if (returns[r].kind != ReturnKind::kNew) continue;
+                   if (returns[r].isList) {
+                     for (const at::Tensor& t : s[r].toTensorVector()) {
+                       cpuAlias(fresh[next++]).copy_(t);
+                     }
+                   } else {
+                     cpuAlias(fresh[next++]).copy_(s[r].toTensor());
+                   }
+                 }
+               });
+  stack->erase(stack->end() - nargs, stack->end());
+  for (auto& v : results) stack->push_back(std::move(v));
+  return true;
+}
+
+void npuFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  DeviceFinder finder{op};
+  for (size_t i = stack->size() - nargs; i < stack->size(); ++i) finder.value((*stack)[i]);
+  TORCH_CHECK(finder.device >= 0, "npu fallback for ", schema.name(),
+              " found no npu tensor or device among the arguments", NPU_ERROR_SUFFIX);
+  TORCH_CHECK(!finder.sawCpuTensor || acceptsCpuTensors(schema.operator_name()),
+              "Expected all tensors to be on the same device, but found at least two devices, "
+              "npu:",
+              static_cast<int>(finder.device), " and cpu! (when checking arguments of ",
+              schema.name(), ")", NPU_ERROR_SUFFIX);
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, finder.device));
+  const OpInfo& info = opInfo(op);
+  if (finder.sawCpuTensor || !tryRunAsync(op, stack, finder.device, info)) {
+    runSynchronously(op, stack, finder.device, info);
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
+}
+
+}  // namespace c10_npu::aten

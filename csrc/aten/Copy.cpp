@@ -1,0 +1,119 @@
+// Copies between npu and cpu and across npu devices, host reads of npu data,
+// and Tensor.record_stream. See Note [Ops run on streams].
+//
+// Every copy runs as a task on the current stream of the npu device involved
+// (the destination's for npu→npu). Blocking copies then synchronize that
+// stream; non_blocking copies with pinned host memory return at once (the
+// pinned block is kept from reuse until the copy ran), as on CUDA. A
+// non_blocking copy with pageable host memory is performed synchronously.
+#include <ATen/Functions.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/Stream.h>
+#include <torch/library.h>
+
+#include "aten/OpLauncher.h"
+#include "core/ExternalStreams.h"
+#include "core/NPUCachingAllocator.h"
+#include "core/NPUEvent.h"
+#include "core/NPUException.h"
+#include "core/NPUFunctions.h"
+
+namespace c10_npu::aten {
+namespace {
+
+bool isNpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+bool isPinned(const at::Tensor& cpu) {
+  return NPUHostAllocator::isPinnedPtr(cpu.storage().data());
+}
+
+// Queues dst.copy_(src) over CPU aliases on `stream`. The lambda holds both
+// tensors, which keeps their memory alive until the copy ran.
+void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor& src) {
+  launchKernel(stream, "aten::copy_", [dst, src] {
+    at::Tensor d = isNpu(dst) ? cpuAlias(dst) : dst;
+    at::Tensor s = isNpu(src) ? cpuAlias(src) : src;
+    d.copy_(s);
+  });
+}
+
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined",
+              NPU_ERROR_SUFFIX);
+  if (dst.numel() == 0) return dst;
+  if (isNpu(self) && isNpu(dst)) {
+    const NPUStream dstStream = getCurrentNPUStream(dst.device().index());
+    if (self.device() != dst.device()) {
+      // Cross-device: the copy (on the destination's stream) must follow the
+      // work that produced `self` on the source's current stream, and the
+      // source's stream must not reuse self's memory before the copy read it.
+      const NPUStream srcStream = getCurrentNPUStream(self.device().index());
+      NPUEvent srcReady;
+      srcReady.record(srcStream);
+      srcReady.block(dstStream);
+      launchCopy(dstStream, dst, self);
+      NPUEvent copyDone;
+      copyDone.record(dstStream);
+      copyDone.block(srcStream);
+    } else {
+      launchCopy(dstStream, dst, self);
+    }
+    return dst;
+  }
+  const at::Tensor& npuSide = isNpu(dst) ? dst : self;
+  const at::Tensor& cpuSide = isNpu(dst) ? self : dst;
+  TORCH_CHECK(cpuSide.device().is_cpu(), "copy_: cannot copy between ", self.device(), " and ",
+              dst.device(), NPU_ERROR_SUFFIX);
+  const c10::DeviceGuard guard(npuSide.device());
+  const NPUStream stream = getCurrentNPUStream(npuSide.device().index());
+  launchCopy(stream, dst, self);
+  if (non_blocking && isPinned(cpuSide)) {
+    NPUHostAllocator::recordEvent(cpuSide.storage().data(), stream);
+    return dst;
+  }
+  // A blocking copy: the host may touch the CPU tensor once we return.
+  // On an external stream in compat mode the stream cannot be synchronized;
+  // synchronize the device instead (which covers external streams).
+  if (stream.isExternal() && external::mode() == external::Mode::kCompat) {
+    device_synchronize(stream.device_index());
+  } else {
+    stream.synchronize();
+  }
+  return dst;
+}
+
+at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copyFrom(self, dst, /*non_blocking=*/false);
+}
+
+// item(), tolist(), printing and `if tensor:` all end here: wait for the
+// current stream of the tensor's device, then read the memory.
+at::Scalar localScalarDense(const at::Tensor& self) {
+  const NPUStream stream = getCurrentNPUStream(self.device().index());
+  if (stream.isExternal() && external::mode() == external::Mode::kCompat) {
+    device_synchronize(stream.device_index());
+  } else {
+    stream.synchronize();
+  }
+  return at::native::_local_scalar_dense_cpu(cpuAlias(self));
+}
+
+void recordStream(at::Tensor& self, c10::Stream s) {
+  NPUStream stream(s);
+  external::checkManagedOnly(stream, "Tensor.record_stream");
+  NPUCachingAllocator::recordStream(self.storage().data_ptr(), stream);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", copyFrom);
+  m.impl("_copy_from_and_resize", copyFromAndResize);
+  m.impl("_local_scalar_dense", localScalarDense);
+  m.impl("record_stream", recordStream);
+}
+
+}  // namespace c10_npu::aten

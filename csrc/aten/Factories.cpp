@@ -1,0 +1,147 @@
+// Factories, views and metadata ops of npu tensors. None of these touch
+// tensor data, so none of them is queued: they run on the calling thread.
+// (Data-moving resizes queue their copy.) See Note [Ops run on streams].
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/set_cpu_dispatch.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/OpLauncher.h"
+#include "core/NPUCachingAllocator.h"
+#include "core/NPUException.h"
+
+namespace c10_npu {
+extern void (*gResizeStorageBytes)(const c10::Storage&, size_t);
+}
+
+namespace c10_npu::aten {
+namespace {
+
+constexpr c10::DispatchKeySet kNpuKeys(c10::DispatchKey::PrivateUse1);
+
+void checkFactoryOptions(std::optional<c10::Device> device, std::optional<c10::Layout> layout,
+                         std::optional<bool> pin_memory) {
+  TORCH_CHECK(!device.has_value() || device->type() == c10::DeviceType::PrivateUse1,
+              "Expected a npu device, but got: ", *device, NPU_ERROR_SUFFIX);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "npu tensors support only the strided layout, but got ", *layout,
+              NPU_ERROR_SUFFIX);
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
+              "Only CPU tensors can be pinned; an npu tensor cannot use pin_memory=True",
+              NPU_ERROR_SUFFIX);
+}
+
+at::Tensor emptyMemoryFormat(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                             std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                             std::optional<bool> pin_memory,
+                             std::optional<c10::MemoryFormat> memory_format) {
+  checkFactoryOptions(device, layout, pin_memory);
+  const c10::DeviceGuard guard(c10::device_or_default(device));
+  return at::detail::empty_generic(size, NPUCachingAllocator::get(), kNpuKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                        std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                        std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  checkFactoryOptions(device, layout, pin_memory);
+  const c10::DeviceGuard guard(c10::device_or_default(device));
+  return at::detail::empty_strided_generic(size, stride, NPUCachingAllocator::get(), kNpuKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+// Grows a storage to at least `nbytes`, keeping its contents. The copy of the
+// old bytes is queued on the current stream, so it is ordered after every
+// write already queued there; the old memory lives until that copy ran.
+void growStorage(const c10::Storage& storage, size_t nbytes) {
+  if (nbytes <= storage.nbytes()) return;
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable",
+              NPU_ERROR_SUFFIX);
+  const c10::DeviceIndex device = storage.device().index();
+  c10::DataPtr fresh = NPUCachingAllocator::allocate(nbytes, device);
+  const size_t oldBytes = storage.nbytes();
+  if (oldBytes > 0 && storage.data() != nullptr) {
+    auto old = std::make_shared<c10::DataPtr>(
+        const_cast<c10::Storage&>(storage).set_data_ptr(c10::DataPtr()));
+    void* dst = fresh.get();
+    launchKernel(getCurrentNPUStream(device), "aten::resize_", [old, dst, oldBytes] {
+      std::memcpy(dst, old->get(), oldBytes);
+    });
+  }
+  const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
+  const_cast<c10::Storage&>(storage).set_nbytes(nbytes);
+}
+
+const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
+                         std::optional<c10::MemoryFormat> memory_format) {
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  at::native::check_size_nonnegative(sizes);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(sizes);
+  const int64_t numel = c10::multiply_integers(sizes);
+  if (numel > 0) {
+    const size_t needed = (static_cast<size_t>(impl->storage_offset()) + numel) * self.itemsize();
+    growStorage(impl->unsafe_storage(), needed);
+  }
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor asStrided(const at::Tensor& self, c10::SymIntArrayRef size,
+                     c10::SymIntArrayRef stride, std::optional<c10::SymInt> storage_offset) {
+  return at::native::as_strided_tensorimpl(
+      self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+      storage_offset.has_value() ? std::optional<int64_t>(storage_offset->expect_int())
+                                 : std::nullopt);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshapeAlias(const at::Tensor& self, c10::SymIntArrayRef size,
+                        c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor& setSourceTensor(at::Tensor& self, const at::Tensor& source) {
+  return at::native::set_tensor_(self, source);
+}
+
+at::Tensor& setSourceStorage(at::Tensor& self, at::Storage source) {
+  return at::native::set_(self, source);
+}
+
+at::Tensor& setSourceStorageOffset(at::Tensor& self, at::Storage storage, int64_t offset,
+                                   c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::cpu::set_(self, storage, offset, size, stride);
+}
+
+struct RegisterResizeHook {
+  RegisterResizeHook() { gResizeStorageBytes = &growStorage; }
+} registerResizeHook;
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", emptyMemoryFormat);
+  m.impl("empty_strided", emptyStrided);
+  m.impl("as_strided", asStrided);
+  m.impl("view", view);
+  m.impl("_reshape_alias", reshapeAlias);
+  m.impl("resize_", resize);
+  m.impl("set_.source_Tensor", setSourceTensor);
+  m.impl("set_.source_Storage", setSourceStorage);
+  m.impl("set_.source_Storage_storage_offset", setSourceStorageOffset);
+}
+
+}  // namespace c10_npu::aten

@@ -1,0 +1,66 @@
+// See OpLauncher.h and Note [Ops run on streams].
+#include "aten/OpLauncher.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/Functions.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "core/NPUCachingAllocator.h"
+
+#include <atomic>
+#include <memory>
+#include <new>
+
+namespace c10_npu::aten {
+
+namespace detail {
+namespace {
+// Head of the parked list. See Note [Task captures are released on producer
+// threads]. Nodes are pushed by executors and taken all at once by hosts.
+std::atomic<Deferred*> gDeferred{nullptr};
+}  // namespace
+
+void deferRelease(void* user, void (*destroy)(void*)) noexcept {
+  Deferred* node = nullptr;
+  try {
+    node = std::make_unique<Deferred>(Deferred{user, destroy, nullptr}).release();
+  } catch (const std::bad_alloc&) {
+    return;  // out of memory: leak the captures rather than crash an executor
+  }
+  // release: the node's fields must be visible to the thread that takes it.
+  node->next = gDeferred.load(std::memory_order_relaxed);
+  while (!gDeferred.compare_exchange_weak(node->next, node, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+  }
+}
+
+void releaseDeferred() noexcept {
+  // relaxed load first: the common case (nothing parked) costs one read.
+  if (gDeferred.load(std::memory_order_relaxed) == nullptr) return;
+  Deferred* node = gDeferred.exchange(nullptr, std::memory_order_acquire);
+  while (node != nullptr) {
+    std::unique_ptr<Deferred> owned(node);
+    node = node->next;
+    owned->destroy(owned->user);
+  }
+}
+
+}  // namespace detail
+
+at::Tensor cpuAlias(const at::Tensor& npu) {
+  auto options = at::TensorOptions().dtype(npu.scalar_type()).device(at::kCPU);
+  if (npu.numel() == 0 || npu.data_ptr() == nullptr) {
+    return at::empty_strided(npu.sizes(), npu.strides(), options);
+  }
+  return at::from_blob(npu.data_ptr(), npu.sizes(), npu.strides(), options);
+}
+
+at::Tensor emptyNpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
+                    c10::DeviceIndex device) {
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  constexpr c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_strided_generic(sizes, strides, NPUCachingAllocator::get(), keys,
+                                           dtype);
+}
+
+}  // namespace c10_npu::aten

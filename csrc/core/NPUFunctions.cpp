@@ -1,0 +1,57 @@
+// See NPUFunctions.h.
+#include "core/NPUFunctions.h"
+
+#include "core/NPUException.h"
+#include "core/NPUStream.h"
+#include "core/TaskQueue.h"
+#include "npurt/npurt.hpp"
+
+namespace c10_npu {
+
+std::string formatRuntimeError(const char* expr, npuError_t status) {
+  std::string message = expr;
+  message += " failed: ";
+  message += npuGetErrorName(status);
+  const char* detail = npuGetLastErrorMessage();
+  message += ": ";
+  message += (detail != nullptr && detail[0] != '\0') ? detail : npuGetErrorString(status);
+  return message;
+}
+
+c10::DeviceIndex device_count() noexcept {
+  int count = 0;
+  if (npuGetDeviceCount(&count) != npuSuccess) return 0;
+  return static_cast<c10::DeviceIndex>(count);
+}
+
+c10::DeviceIndex device_count_ensure_non_zero() {
+  int count = 0;
+  NPU_CHECK(npuGetDeviceCount(&count));
+  TORCH_CHECK(count > 0, "No NPU devices are available", NPU_ERROR_SUFFIX);
+  return static_cast<c10::DeviceIndex>(count);
+}
+
+c10::DeviceIndex current_device() {
+  int device = 0;
+  NPU_CHECK(npuGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+void set_device(c10::DeviceIndex device) {
+  NPU_CHECK(npuSetDevice(checkedDeviceIndex(device)));
+}
+
+c10::DeviceIndex exchange_device(c10::DeviceIndex device) {
+  c10::DeviceIndex previous = current_device();
+  if (device != previous) set_device(device);
+  return previous;
+}
+
+void device_synchronize(c10::DeviceIndex device) {
+  device = checkedDeviceIndex(device);
+  queue::drainDevice(device);
+  npurt::DeviceGuard guard(device);
+  NPU_CHECK(npuDeviceSynchronize());
+}
+
+}  // namespace c10_npu

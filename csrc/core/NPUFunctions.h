@@ -1,0 +1,32 @@
+// Device-level functions of the framework core: count, current device,
+// device synchronize. Thin, checked wrappers over npurt for c10 types.
+//
+// Layer: framework core. All functions are thread-safe; the current device is
+// per host thread (npurt's rule).
+#pragma once
+
+#include <c10/core/Device.h>
+
+namespace c10_npu {
+
+// Number of devices; 0 if the runtime cannot initialise (never throws, as
+// DeviceGuardImplInterface::deviceCount requires).
+c10::DeviceIndex device_count() noexcept;
+
+// Number of devices; raises the runtime's initialisation error, if any.
+c10::DeviceIndex device_count_ensure_non_zero();
+
+c10::DeviceIndex current_device();
+
+// Raises "Invalid device_index: N" (RuntimeError) for a bad index.
+void set_device(c10::DeviceIndex device);
+
+// Switches device and returns the previous one.
+c10::DeviceIndex exchange_device(c10::DeviceIndex device);
+
+// Blocks until all work of the device finished: drains the device's task
+// queues, then synchronizes every stream of the device (external ones
+// included). Raises the first task failure of the device.
+void device_synchronize(c10::DeviceIndex device);
+
+}  // namespace c10_npu

@@ -1,0 +1,120 @@
+// See NPUGenerator.h and Note [Random numbers are reserved at enqueue].
+#include "core/NPUGenerator.h"
+
+#include <ATen/Utils.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/CallOnce.h>
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "core/NPUException.h"
+#include "core/NPUFunctions.h"
+#include "core/NPUStream.h"
+
+namespace c10_npu {
+namespace {
+
+constexpr size_t kStateSize = 2 * sizeof(uint64_t);
+
+// SplitMix64 finaliser: turns (seed, offset) into well-mixed, independent
+// 64-bit seeds for the per-op CPU generators.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+NPUGeneratorImpl::NPUGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      seed_(seed) {}
+
+void NPUGeneratorImpl::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+
+uint64_t NPUGeneratorImpl::current_seed() const { return seed_; }
+
+uint64_t NPUGeneratorImpl::seed() {
+  const uint64_t s = c10::detail::getNonDeterministicRandom(/*is_cuda=*/true);
+  set_current_seed(s);
+  return s;
+}
+
+void NPUGeneratorImpl::set_offset(uint64_t offset) { offset_ = offset; }
+
+uint64_t NPUGeneratorImpl::get_offset() const { return offset_; }
+
+void NPUGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
+  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
+              "Expected the RNG state to be a torch.ByteTensor, but got ", new_state.dtype(),
+              NPU_ERROR_SUFFIX);
+  TORCH_CHECK(static_cast<size_t>(new_state.numel()) == kStateSize,
+              "Expected an RNG state of ", kStateSize, " bytes, but got ", new_state.numel(),
+              NPU_ERROR_SUFFIX);
+  uint64_t values[2];
+  std::memcpy(values, new_state.data(), kStateSize);
+  seed_ = values[0];
+  offset_ = values[1];
+}
+
+c10::intrusive_ptr<c10::TensorImpl> NPUGeneratorImpl::get_state() const {
+  auto state = at::detail::empty_cpu({static_cast<int64_t>(kStateSize)}, at::kByte, std::nullopt,
+                                     std::nullopt, std::nullopt, std::nullopt);
+  const uint64_t values[2] = {seed_, offset_};
+  std::memcpy(state.data_ptr(), values, kStateSize);
+  return state.getIntrusivePtr();
+}
+
+uint64_t NPUGeneratorImpl::reserveSeedLocked() { return mix(seed_ ^ mix(offset_++)); }
+
+NPUGeneratorImpl* NPUGeneratorImpl::clone_impl() const {
+  auto gen = std::make_unique<NPUGeneratorImpl>(device().index(), seed_);
+  gen->offset_ = offset_;
+  return gen.release();  // GeneratorImpl::clone() adopts it into an intrusive_ptr
+}
+
+const at::Generator& getDefaultNPUGenerator(c10::DeviceIndex device) {
+  static std::once_flag once;
+  // Leaked on purpose (generators may be used during process exit).
+  static std::vector<at::Generator>* generators = nullptr;
+  std::call_once(once, [] {
+    const c10::DeviceIndex n = device_count_ensure_non_zero();
+    auto v = std::make_unique<std::vector<at::Generator>>();
+    for (c10::DeviceIndex i = 0; i < n; ++i) {
+      v->push_back(at::make_generator<NPUGeneratorImpl>(i));
+    }
+    generators = v.release();
+  });
+  device = checkedDeviceIndex(device);
+  return (*generators)[device];
+}
+
+at::Generator createNPUGenerator(c10::DeviceIndex device) {
+  device = checkedDeviceIndex(device);
+  auto gen = at::make_generator<NPUGeneratorImpl>(device);
+  gen.set_current_seed(c10::default_rng_seed_val);
+  return gen;
+}
+
+uint64_t reserveSeed(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+  at::Generator g = (gen.has_value() && gen->defined()) ? *gen : getDefaultNPUGenerator(device);
+  TORCH_CHECK(g.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected a 'npu' device type for generator but found '", g.device().type(), "'",
+              NPU_ERROR_SUFFIX);
+  auto* impl = at::check_generator<NPUGeneratorImpl>(g);
+  std::lock_guard<std::mutex> lock(impl->mutex_);
+  return impl->reserveSeedLocked();
+}
+
+
+}  // namespace c10_npu

@@ -1,0 +1,91 @@
+// Shared plumbing of the extern "C" entry points (api_*.cpp).
+//
+// Every entry point is `return guarded("npuName", [&](Runtime& rt) {...});`.
+// guarded() admits the call (sticky init error, shutdown), runs the body and
+// turns any exception into a status: std::bad_alloc is
+// npuErrorMemoryAllocation, anything else npuErrorUnknown (a bug in npurt).
+// The message is stored on the way out, so nothing ever throws across C.
+//
+// Thread safety: everything here is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "clock.h"
+#include "errors.h"
+#include "npurt/npurt.h"
+#include "runtime.h"
+
+namespace npurt::internal {
+
+template <typename Body>
+npuError_t guarded(const char* function, Body&& body) noexcept {
+  try {
+    Runtime& rt = Runtime::instance();
+    if (const npuError_t status = rt.admit(function); status != npuSuccess) [[unlikely]] {
+      return status;
+    }
+    return body(rt);
+  } catch (const std::bad_alloc&) {
+    return fail(npuErrorMemoryAllocation, function, "host memory allocation failed");
+  } catch (const std::exception& e) {
+    return fail(npuErrorUnknown, function, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(npuErrorUnknown, function, "internal error: unknown exception");
+  }
+}
+
+inline uint64_t handleBits(const void* handle) noexcept {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+}
+
+inline npuStream_t streamHandle(const Runtime& rt, uint64_t id) noexcept {
+  return reinterpret_cast<npuStream_t>(static_cast<uintptr_t>(rt.streams.toHandle(id)));
+}
+
+inline npuEvent_t eventHandle(const Runtime& rt, uint64_t id) noexcept {
+  return reinterpret_cast<npuEvent_t>(static_cast<uintptr_t>(rt.events.toHandle(id)));
+}
+
+// Hot path: see findCached() in handle_registry.h for the pointer's validity.
+inline Stream* findStreamCached(Runtime& rt, npuStream_t handle) {
+  return rt.streams.findCached(rt.streams.toId(handleBits(handle)));
+}
+
+inline std::shared_ptr<Stream> findStream(Runtime& rt, npuStream_t handle) {
+  return rt.streams.find(rt.streams.toId(handleBits(handle)));
+}
+
+inline std::shared_ptr<Event> findEvent(Runtime& rt, npuEvent_t handle) {
+  return rt.events.find(rt.events.toId(handleBits(handle)));
+}
+
+inline npuError_t invalidStream(const char* function, npuStream_t handle) noexcept {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "invalid stream handle %p", static_cast<void*>(handle));
+  return fail(npuErrorInvalidResourceHandle, function, buf);
+}
+
+inline npuError_t invalidEvent(const char* function, npuEvent_t handle) noexcept {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "invalid event handle %p", static_cast<void*>(handle));
+  return fail(npuErrorInvalidResourceHandle, function, buf);
+}
+
+inline npuError_t nullArgument(const char* function, const char* name) {
+  return fail(npuErrorInvalidValue, function, std::string(name) + " is NULL");
+}
+
+// Enqueues a task built by the caller, stamping the enqueue time if the
+// trace is on. Never fails once the task exists.
+inline void submit(Runtime& rt, Stream& stream, TaskPtr task) noexcept {
+  if (rt.trace.enabled()) task->enqueueNs = nowNs();
+  stream.enqueue(task.release());  // the stream owns it now (task.h)
+}
+
+}  // namespace npurt::internal

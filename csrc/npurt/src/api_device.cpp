@@ -1,0 +1,125 @@
+// Entry points: status names, devices, device synchronize, clock.
+#include <cstdio>
+#include <string>
+
+#include "api_common.h"
+
+using namespace npurt::internal;
+
+extern "C" {
+
+const char* npuGetErrorName(npuError_t error) { return errorName(error); }
+
+const char* npuGetErrorString(npuError_t error) { return errorString(error); }
+
+const char* npuGetLastErrorMessage(void) { return lastErrorMessage(); }
+
+uint64_t npuGetTimestampNs(void) { return nowNs(); }
+
+npuError_t npuGetDeviceCount(int* count) {
+  constexpr const char* kFn = "npuGetDeviceCount";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (count == nullptr) return nullArgument(kFn, "count");
+    *count = rt.deviceCount();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuSetDevice(int device) {
+  constexpr const char* kFn = "npuSetDevice";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (!rt.validDevice(device)) {
+      return fail(npuErrorInvalidDevice, kFn,
+                  "device " + std::to_string(device) + " is not in [0, " +
+                      std::to_string(rt.deviceCount()) + ")");
+    }
+    Runtime::currentDevice() = device;
+    return npuSuccess;
+  });
+}
+
+npuError_t npuGetDevice(int* device) {
+  constexpr const char* kFn = "npuGetDevice";
+  return guarded(kFn, [&](Runtime&) {
+    if (device == nullptr) return nullArgument(kFn, "device");
+    *device = Runtime::currentDevice();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuDeviceSynchronize(void) {
+  constexpr const char* kFn = "npuDeviceSynchronize";
+  return guarded(kFn, [&](Runtime& rt) {
+    Device& device = rt.device(Runtime::currentDevice());
+    // A snapshot: streams created after this call are not waited for, as
+    // work enqueued after it is not.
+    const std::vector<std::shared_ptr<Stream>> streams = device.streams();
+    for (const std::shared_ptr<Stream>& stream : streams) stream->waitIdle(-1);
+    // Report the earliest unreported failure (Note [Task failure rule]); a
+    // concurrent query may take it first, then look again.
+    for (;;) {
+      Stream* first = nullptr;
+      uint64_t firstSequence = UINT64_MAX;
+      for (const std::shared_ptr<Stream>& stream : streams) {
+        const uint64_t sequence = stream->failureSequence();
+        if (sequence < firstSequence) {
+          firstSequence = sequence;
+          first = stream.get();
+        }
+      }
+      if (first == nullptr) break;
+      std::string message;
+      if (first->takeFailure(message)) {
+        device.prune();
+        return fail(npuErrorLaunchFailure, kFn, message);
+      }
+    }
+    device.prune();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuGetDeviceProperties(npuDeviceProp* prop, int device) {
+  constexpr const char* kFn = "npuGetDeviceProperties";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (prop == nullptr) return nullArgument(kFn, "prop");
+    if (!rt.validDevice(device)) {
+      return fail(npuErrorInvalidDevice, kFn,
+                  "device " + std::to_string(device) + " is not in [0, " +
+                      std::to_string(rt.deviceCount()) + ")");
+    }
+    Device& d = rt.device(device);
+    *prop = npuDeviceProp{};
+    std::snprintf(prop->name, sizeof prop->name, "NPU-SIM-%d", device);
+    prop->index = device;
+    prop->coreCount = d.executor().cores();
+    prop->totalMemory = d.capacity();
+    const size_t used = d.used();
+    prop->freeMemory = used < d.capacity() ? d.capacity() - used : 0;
+    return npuSuccess;
+  });
+}
+
+npuError_t npuMemGetInfo(size_t* free, size_t* total) {
+  constexpr const char* kFn = "npuMemGetInfo";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (free == nullptr) return nullArgument(kFn, "free");
+    if (total == nullptr) return nullArgument(kFn, "total");
+    Device& d = rt.device(Runtime::currentDevice());
+    const size_t used = d.used();
+    *total = d.capacity();
+    *free = used < d.capacity() ? d.capacity() - used : 0;
+    return npuSuccess;
+  });
+}
+
+npuError_t npuDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  // Either pointer may be NULL, as in CUDA.
+  return guarded("npuDeviceGetStreamPriorityRange", [&](Runtime&) {
+    if (leastPriority != nullptr) *leastPriority = kLeastPriority;
+    if (greatestPriority != nullptr) *greatestPriority = kGreatestPriority;
+    return npuSuccess;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,160 @@
+// Entry points: events. See Note [Event versioning] in csrc/npurt/README.md.
+#include <string>
+
+#include "api_common.h"
+
+using namespace npurt::internal;
+
+namespace {
+
+constexpr unsigned kKnownEventFlags = npuEventBlockingSync | npuEventDisableTiming;
+
+// Shared checks of ElapsedTime and GetTimestamp: timing enabled, recorded,
+// complete. On success `version` is the completed latest version.
+npuError_t completedTimedVersion(const char* fn, const Event& event,
+                                 std::shared_ptr<EventVersion>& version) {
+  if (event.timingDisabled()) {
+    return fail(npuErrorTimingDisabled, fn,
+                "event " + std::to_string(event.id()) + " was created with npuEventDisableTiming");
+  }
+  version = event.latest();
+  if (version == nullptr) {
+    return fail(npuErrorEventNotRecorded, fn,
+                "event " + std::to_string(event.id()) + " was never recorded");
+  }
+  if (!version->done()) {
+    return fail(npuErrorNotReady, fn,
+                "event " + std::to_string(event.id()) + " has not completed yet");
+  }
+  return npuSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+npuError_t npuEventCreateWithFlags(npuEvent_t* event, unsigned int flags) {
+  constexpr const char* kFn = "npuEventCreateWithFlags";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (event == nullptr) return nullArgument(kFn, "event");
+    if ((flags & ~kKnownEventFlags) != 0u) {
+      return fail(npuErrorInvalidValue, kFn, "unknown event flags " + std::to_string(flags));
+    }
+    const uint64_t id = rt.events.newId();
+    rt.events.insert(id, std::make_shared<Event>(id, flags));
+    *event = eventHandle(rt, id);
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventCreate(npuEvent_t* event) {
+  return npuEventCreateWithFlags(event, npuEventDefault);
+}
+
+npuError_t npuEventRecord(npuEvent_t eventHandle, npuStream_t streamHandle) {
+  constexpr const char* kFn = "npuEventRecord";
+  return guarded(kFn, [&](Runtime& rt) {
+    const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
+    if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    Stream* stream = findStreamCached(rt, streamHandle);
+    if (stream == nullptr) return invalidStream(kFn, streamHandle);
+    // The new version is the latest from here on, before it is even queued:
+    // a wait issued after this call returns binds to it.
+    const std::shared_ptr<EventRecordTask> task = event->newVersion(stream->device());
+    if (rt.trace.enabled()) task->enqueueNs = nowNs();
+    stream->enqueue(task.get());  // the task keeps itself alive (event.h)
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventQuery(npuEvent_t eventHandle) {
+  constexpr const char* kFn = "npuEventQuery";
+  return guarded(kFn, [&](Runtime& rt) {
+    const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
+    if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    const std::shared_ptr<EventVersion> version = event->latest();
+    if (version != nullptr && !version->done()) {
+      return fail(npuErrorNotReady, kFn, "the latest record has not completed");
+    }
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventSynchronize(npuEvent_t eventHandle) {
+  constexpr const char* kFn = "npuEventSynchronize";
+  return guarded(kFn, [&](Runtime& rt) {
+    const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
+    if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    if (const std::shared_ptr<EventVersion> version = event->latest()) version->waitHost();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventElapsedTime(float* ms, npuEvent_t startHandle, npuEvent_t endHandle) {
+  constexpr const char* kFn = "npuEventElapsedTime";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (ms == nullptr) return nullArgument(kFn, "ms");
+    const std::shared_ptr<Event> start = findEvent(rt, startHandle);
+    if (start == nullptr) return invalidEvent(kFn, startHandle);
+    const std::shared_ptr<Event> end = findEvent(rt, endHandle);
+    if (end == nullptr) return invalidEvent(kFn, endHandle);
+    // Timing first for both, then recorded, then complete (CUDA's order).
+    for (const Event* e : {start.get(), end.get()}) {
+      if (e->timingDisabled()) {
+        return fail(npuErrorTimingDisabled, kFn,
+                    "event " + std::to_string(e->id()) + " was created with npuEventDisableTiming");
+      }
+    }
+    std::shared_ptr<EventVersion> startVersion;
+    std::shared_ptr<EventVersion> endVersion;
+    if (const npuError_t s = completedTimedVersion(kFn, *start, startVersion); s != npuSuccess) {
+      return s;
+    }
+    if (const npuError_t s = completedTimedVersion(kFn, *end, endVersion); s != npuSuccess) {
+      return s;
+    }
+    const auto deltaNs = static_cast<double>(endVersion->timestampNs()) -
+                         static_cast<double>(startVersion->timestampNs());
+    *ms = static_cast<float>(deltaNs / 1e6);
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventGetTimestamp(npuEvent_t eventHandle, uint64_t* ns) {
+  constexpr const char* kFn = "npuEventGetTimestamp";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (ns == nullptr) return nullArgument(kFn, "ns");
+    const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
+    if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    std::shared_ptr<EventVersion> version;
+    if (const npuError_t s = completedTimedVersion(kFn, *event, version); s != npuSuccess) {
+      return s;
+    }
+    *ns = version->timestampNs();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventGetDevice(npuEvent_t eventHandle, int* device) {
+  constexpr const char* kFn = "npuEventGetDevice";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (device == nullptr) return nullArgument(kFn, "device");
+    const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
+    if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    *device = event->device();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventDestroy(npuEvent_t eventHandle) {
+  constexpr const char* kFn = "npuEventDestroy";
+  return guarded(kFn, [&](Runtime& rt) {
+    // Pending versions live on in their record tasks and wait tasks.
+    if (rt.events.erase(rt.events.toId(handleBits(eventHandle))) == nullptr) {
+      return invalidEvent(kFn, eventHandle);
+    }
+    return npuSuccess;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,154 @@
+// Entry points: device memory, copies, memsets, pinned host memory.
+// See Note [Memory lifetime] in csrc/npurt/README.md.
+#include <cstring>
+#include <string>
+
+#include "api_common.h"
+
+using namespace npurt::internal;
+
+namespace {
+
+npuError_t badKind(const char* fn, int rawKind) {
+  return fail(npuErrorInvalidMemcpyDirection, fn, "unknown memcpy kind " + std::to_string(rawKind));
+}
+
+}  // namespace
+
+extern "C" {
+
+npuError_t npuMalloc(void** devPtr, size_t size) {
+  constexpr const char* kFn = "npuMalloc";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (devPtr == nullptr) return nullArgument(kFn, "devPtr");
+    if (size == 0) {
+      *devPtr = nullptr;
+      return npuSuccess;
+    }
+    const int index = Runtime::currentDevice();
+    Device& device = rt.device(index);
+    return rt.memory.allocate(index, size, device.capacity(), device.usedCounter(), devPtr, kFn);
+  });
+}
+
+npuError_t npuFree(void* devPtr) {
+  constexpr const char* kFn = "npuFree";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (devPtr == nullptr) return npuSuccess;
+    return rt.memory.free(devPtr, kFn);
+  });
+}
+
+npuError_t npuMemcpy(void* dst, const void* src, size_t count, npuMemcpyKind kind) {
+  constexpr const char* kFn = "npuMemcpy";
+  return guarded(kFn, [&](Runtime& rt) {
+    const int rawKind = rawEnumValue(kind);  // any int may arrive from C
+    if (rawKind < npuMemcpyHostToHost || rawKind > npuMemcpyDefault) return badKind(kFn, rawKind);
+    if (count == 0) return npuSuccess;
+    CheckedRange range;
+    if (const npuError_t s =
+            rt.memory.checkCopy(dst, src, count, static_cast<npuMemcpyKind>(rawKind), range, kFn);
+        s != npuSuccess) {
+      return s;
+    }
+    copyBytes(dst, src, count);  // `range` keeps the allocations alive meanwhile
+    return npuSuccess;
+  });
+}
+
+npuError_t npuMemcpyAsync(void* dst, const void* src, size_t count, npuMemcpyKind kind,
+                          npuStream_t handle) {
+  constexpr const char* kFn = "npuMemcpyAsync";
+  return guarded(kFn, [&](Runtime& rt) {
+    Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    const int rawKind = rawEnumValue(kind);  // any int may arrive from C
+    if (rawKind < npuMemcpyHostToHost || rawKind > npuMemcpyDefault) return badKind(kFn, rawKind);
+    if (count == 0) return npuSuccess;
+    CheckedRange range;
+    if (const npuError_t s =
+            rt.memory.checkCopy(dst, src, count, static_cast<npuMemcpyKind>(rawKind), range, kFn);
+        s != npuSuccess) {
+      return s;
+    }
+    submit(rt, *stream,
+           makeTask<MemcpyTask>(dst, src, count, std::move(range.dst), std::move(range.src)));
+    return npuSuccess;
+  });
+}
+
+npuError_t npuMemset(void* devPtr, int value, size_t count) {
+  constexpr const char* kFn = "npuMemset";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (count == 0) return npuSuccess;
+    CheckedRange range;
+    if (const npuError_t s = rt.memory.checkMemset(devPtr, count, range, kFn); s != npuSuccess) {
+      return s;
+    }
+    std::memset(devPtr, value, count);
+    return npuSuccess;
+  });
+}
+
+npuError_t npuMemsetAsync(void* devPtr, int value, size_t count, npuStream_t handle) {
+  constexpr const char* kFn = "npuMemsetAsync";
+  return guarded(kFn, [&](Runtime& rt) {
+    Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    if (count == 0) return npuSuccess;
+    CheckedRange range;
+    if (const npuError_t s = rt.memory.checkMemset(devPtr, count, range, kFn); s != npuSuccess) {
+      return s;
+    }
+    submit(rt, *stream, makeTask<MemsetTask>(devPtr, value, count, std::move(range.dst)));
+    return npuSuccess;
+  });
+}
+
+npuError_t npuMallocHost(void** ptr, size_t size) {
+  constexpr const char* kFn = "npuMallocHost";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (ptr == nullptr) return nullArgument(kFn, "ptr");
+    if (size == 0) {
+      *ptr = nullptr;
+      return npuSuccess;
+    }
+    return rt.memory.mallocHost(size, ptr, kFn);
+  });
+}
+
+npuError_t npuFreeHost(void* ptr) {
+  constexpr const char* kFn = "npuFreeHost";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (ptr == nullptr) return npuSuccess;
+    return rt.memory.freeHost(ptr, kFn);
+  });
+}
+
+npuError_t npuHostRegister(void* ptr, size_t size, unsigned int flags) {
+  constexpr const char* kFn = "npuHostRegister";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (ptr == nullptr) return nullArgument(kFn, "ptr");
+    if (size == 0) return fail(npuErrorInvalidValue, kFn, "size is 0");
+    if (flags != 0u) {
+      return fail(npuErrorInvalidValue, kFn, "flags must be 0, got " + std::to_string(flags));
+    }
+    return rt.memory.hostRegister(ptr, size, kFn);
+  });
+}
+
+npuError_t npuHostUnregister(void* ptr) {
+  constexpr const char* kFn = "npuHostUnregister";
+  return guarded(kFn, [&](Runtime& rt) { return rt.memory.hostUnregister(ptr, kFn); });
+}
+
+npuError_t npuPointerGetAttributes(npuPointerAttributes* attributes, const void* ptr) {
+  constexpr const char* kFn = "npuPointerGetAttributes";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (attributes == nullptr) return nullArgument(kFn, "attributes");
+    rt.memory.attributes(ptr, *attributes);
+    return npuSuccess;
+  });
+}
+
+}  // extern "C"

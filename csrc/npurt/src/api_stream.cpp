@@ -1,0 +1,236 @@
+// Entry points: streams and the work that is enqueued on them.
+// See Note [Stream scheduling rule] and Note [Task failure rule] in
+// csrc/npurt/README.md.
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "api_common.h"
+
+using namespace npurt::internal;
+
+namespace {
+
+// Upper bound of every task delay, as for NPU_SIM_TASK_DELAY_US.
+constexpr int64_t kMaxDelayUs = 10'000'000;
+
+npuError_t createStream(const char* fn, npuStream_t* stream, unsigned flags, int priority) {
+  return guarded(fn, [&](Runtime& rt) {
+    if (stream == nullptr) return nullArgument(fn, "stream");
+    if ((flags & ~npuStreamNonBlocking) != 0u) {
+      return fail(npuErrorInvalidValue, fn, "unknown stream flags " + std::to_string(flags));
+    }
+    priority = std::clamp(priority, kGreatestPriority, kLeastPriority);  // as CUDA does
+    const int deviceIndex = Runtime::currentDevice();
+    Device& device = rt.device(deviceIndex);
+    device.executor().start();  // Note [Executor thread start]
+    const uint64_t id = rt.streams.newId();
+    auto created = std::make_shared<Stream>(id, deviceIndex, flags, priority, device.executor());
+    device.addStream(created);
+    try {
+      rt.streams.insert(id, created);
+    } catch (...) {
+      created->markDestroyed();  // never visible: let the device drop it
+      throw;
+    }
+    *stream = streamHandle(rt, id);
+    return npuSuccess;
+  });
+}
+
+// Looks up the stream (hot path) and enqueues the task made by make(stream).
+template <typename Make>
+npuError_t launch(const char* fn, npuStream_t handle, Make&& make) {
+  return guarded(fn, [&](Runtime& rt) {
+    Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(fn, handle);
+    submit(rt, *stream, make());
+    return npuSuccess;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+npuError_t npuStreamCreate(npuStream_t* stream) {
+  return createStream("npuStreamCreate", stream, npuStreamDefault, 0);
+}
+
+npuError_t npuStreamCreateWithFlags(npuStream_t* stream, unsigned int flags) {
+  return createStream("npuStreamCreateWithFlags", stream, flags, 0);
+}
+
+npuError_t npuStreamCreateWithPriority(npuStream_t* stream, unsigned int flags, int priority) {
+  return createStream("npuStreamCreateWithPriority", stream, flags, priority);
+}
+
+npuError_t npuStreamDestroy(npuStream_t handle) {
+  constexpr const char* kFn = "npuStreamDestroy";
+  return guarded(kFn, [&](Runtime& rt) {
+    std::shared_ptr<Stream> stream = findStream(rt, handle);
+    if (stream == nullptr || !stream->beginDestroy()) return invalidStream(kFn, handle);
+    // Callbacks first, while the handle still works (they may enqueue).
+    rt.runDestroyCallbacks(handle, stream->device());
+    rt.streams.erase(stream->id());  // bumps the epoch: every thread's cache misses
+    stream->markDestroyed();
+    // Queued work keeps running (Note [Handle validation]); an idle stream
+    // is dropped from the device at once.
+    rt.device(stream->device()).prune();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamQuery(npuStream_t handle) {
+  constexpr const char* kFn = "npuStreamQuery";
+  return guarded(kFn, [&](Runtime& rt) {
+    Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    // Idle first: the executor records a failure before it retires the
+    // task, so a stream seen idle here has its failures visible below.
+    const bool idle = stream->idle();
+    std::string message;
+    if (stream->takeFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
+    if (!idle) return fail(npuErrorNotReady, kFn, "work is queued or running");
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamSynchronizeWithTimeout(npuStream_t handle, int64_t timeoutUs) {
+  constexpr const char* kFn = "npuStreamSynchronizeWithTimeout";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (timeoutUs < 0) {
+      return fail(npuErrorInvalidValue, kFn, "timeoutUs " + std::to_string(timeoutUs) + " < 0");
+    }
+    std::shared_ptr<Stream> stream = findStream(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    // Timeouts beyond ~292 years are forever.
+    const int64_t timeoutNs = timeoutUs > INT64_MAX / 1000 ? -1 : timeoutUs * 1000;
+    if (!stream->waitIdle(timeoutNs)) {
+      return fail(npuErrorTimeout, kFn,
+                  "stream " + std::to_string(stream->id()) + " still busy after " +
+                      std::to_string(timeoutUs) + " us");
+    }
+    std::string message;
+    if (stream->takeFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamSynchronize(npuStream_t handle) {
+  constexpr const char* kFn = "npuStreamSynchronize";
+  return guarded(kFn, [&](Runtime& rt) {
+    std::shared_ptr<Stream> stream = findStream(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    stream->waitIdle(-1);
+    // Only after the stream is idle (Note [Task failure rule]).
+    std::string message;
+    if (stream->takeFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamWaitEvent(npuStream_t handle, npuEvent_t eventHandle, unsigned int flags) {
+  constexpr const char* kFn = "npuStreamWaitEvent";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (flags != 0u) {
+      return fail(npuErrorInvalidValue, kFn, "flags must be 0, got " + std::to_string(flags));
+    }
+    Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
+    if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    // Bind to the latest version now (Note [Event versioning]). Never
+    // recorded or already complete: nothing to wait for.
+    std::shared_ptr<EventVersion> version = event->latest();
+    if (version == nullptr || version->done()) return npuSuccess;
+    submit(rt, *stream, makeTask<EventWaitTask>(std::move(version)));
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamGetDevice(npuStream_t handle, int* device) {
+  constexpr const char* kFn = "npuStreamGetDevice";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (device == nullptr) return nullArgument(kFn, "device");
+    const Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    *device = stream->device();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamGetPriority(npuStream_t handle, int* priority) {
+  constexpr const char* kFn = "npuStreamGetPriority";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (priority == nullptr) return nullArgument(kFn, "priority");
+    const Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    *priority = stream->priority();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamGetFlags(npuStream_t handle, unsigned int* flags) {
+  constexpr const char* kFn = "npuStreamGetFlags";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (flags == nullptr) return nullArgument(kFn, "flags");
+    const Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    *flags = stream->flags();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamGetId(npuStream_t handle, uint64_t* id) {
+  constexpr const char* kFn = "npuStreamGetId";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (id == nullptr) return nullArgument(kFn, "id");
+    const Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    *id = stream->id();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuLaunchHostFunc(npuStream_t handle, npuHostFn_t fn, void* userData) {
+  constexpr const char* kFn = "npuLaunchHostFunc";
+  if (fn == nullptr) {
+    return guarded(kFn, [&](Runtime&) { return nullArgument(kFn, "fn"); });
+  }
+  return launch(kFn, handle, [&] { return makeTask<HostFnTask>(fn, userData); });
+}
+
+npuError_t npuLaunchTask(npuStream_t handle, const npuTask* task) {
+  constexpr const char* kFn = "npuLaunchTask";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (task == nullptr) return nullArgument(kFn, "task");
+    if (task->run == nullptr) return nullArgument(kFn, "task->run");
+    if ((task->flags & ~npuTaskCopyName) != 0u) {
+      return fail(npuErrorInvalidValue, kFn, "unknown task flags " + std::to_string(task->flags));
+    }
+    Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    // On any error above or an exception here, release() is not called:
+    // the caller keeps userData (npuLaunchTask contract).
+    submit(rt, *stream, makeTask<UserTask>(*task));
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamSetTaskDelay(npuStream_t handle, int64_t delayUs) {
+  constexpr const char* kFn = "npuStreamSetTaskDelay";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (delayUs > kMaxDelayUs) {
+      return fail(npuErrorInvalidValue, kFn,
+                  "delayUs must be at most " + std::to_string(kMaxDelayUs) + ", got " +
+                      std::to_string(delayUs));
+    }
+    Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    stream->setDelayOverrideUs(delayUs < 0 ? -1 : delayUs);  // Note [Task delay]
+    return npuSuccess;
+  });
+}
+
+}  // extern "C"

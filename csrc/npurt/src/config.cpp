@@ -1,0 +1,55 @@
+// Environment parsing for Config.
+#include "config.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+namespace npurt::internal {
+namespace {
+
+// Parses a variable that must be a plain decimal integer in [lo, hi] (no sign,
+// no spaces: the README promises "a decimal integer", and accepting "+3" or
+// " 3" would only hide typos). Leaves `out` untouched if the variable is unset.
+// Returns "" or the error message.
+std::string parseInteger(const char* name, uint64_t lo, uint64_t hi, uint64_t& out) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr) return {};
+  const std::string_view text(raw);
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value, 10);
+  const bool digitsOnly = !text.empty() && text.front() >= '0' && text.front() <= '9';
+  if (!digitsOnly || ec != std::errc() || ptr != end || value < lo || value > hi) {
+    return std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "], got '" + std::string(text) + "'";
+  }
+  out = value;
+  return {};
+}
+
+}  // namespace
+
+std::string loadConfig(Config& config) {
+  uint64_t devices = static_cast<uint64_t>(config.deviceCount);
+  uint64_t cores = static_cast<uint64_t>(config.cores);
+  uint64_t memoryMb = config.memoryMb;
+  uint64_t delayUs = config.taskDelayUs;
+  std::string error;
+  if (error = parseInteger("NPU_SIM_DEVICE_COUNT", 1, 32, devices); !error.empty()) return error;
+  if (error = parseInteger("NPU_SIM_CORES", 1, 256, cores); !error.empty()) return error;
+  if (error = parseInteger("NPU_SIM_MEMORY_MB", 1, 16777216, memoryMb); !error.empty()) {
+    return error;
+  }
+  if (error = parseInteger("NPU_SIM_TASK_DELAY_US", 0, 10000000, delayUs); !error.empty()) {
+    return error;
+  }
+  config.deviceCount = static_cast<int>(devices);
+  config.cores = static_cast<int>(cores);
+  config.memoryMb = memoryMb;
+  config.taskDelayUs = static_cast<uint32_t>(delayUs);
+  if (const char* trace = std::getenv("NPU_SIM_TRACE"); trace != nullptr) config.tracePath = trace;
+  return {};
+}
+
+}  // namespace npurt::internal

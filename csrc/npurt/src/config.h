@@ -1,0 +1,28 @@
+// Runtime configuration, read from the environment once, at the first npurt
+// call. See the configuration table in csrc/npurt/README.md.
+//
+// Thread safety: loadConfig() reads the environment and is called exactly
+// once, from Runtime's constructor (serialised by the function-local static
+// that builds the runtime). Config is immutable afterwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace npurt::internal {
+
+struct Config {
+  int deviceCount = 2;       // NPU_SIM_DEVICE_COUNT, [1, 32]
+  int cores = 2;             // NPU_SIM_CORES, executor threads per device, [1, 256]
+  uint64_t memoryMb = 8192;  // NPU_SIM_MEMORY_MB, capacity per device, [1, 16777216]
+  uint32_t taskDelayUs = 0;  // NPU_SIM_TASK_DELAY_US, [0, 10000000]
+  std::string tracePath;     // NPU_SIM_TRACE, empty = no trace at start/exit
+};
+
+// Fills `config` from the environment. Returns "" on success, otherwise the
+// message for npuErrorInitializationError, e.g.
+// "NPU_SIM_CORES must be an integer in [1, 256], got 'abc'". The error is
+// sticky: the runtime keeps returning it (see Runtime::admit).
+std::string loadConfig(Config& config);
+
+}  // namespace npurt::internal

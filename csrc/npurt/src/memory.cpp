@@ -1,0 +1,296 @@
+// Device allocations, pinned host ranges, and copy/memset checks.
+// See memory.h and Note [Memory lifetime] in csrc/npurt/README.md.
+#include "memory.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "errors.h"
+
+namespace npurt::internal {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+std::string describe(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+// std::aligned_alloc wants a multiple of the alignment; false on overflow.
+bool roundUp(size_t size, size_t& rounded) {
+  if (size > SIZE_MAX - (kAlignment - 1)) return false;
+  rounded = (size + kAlignment - 1) & ~(kAlignment - 1);
+  return true;
+}
+
+const char* kindName(npuMemcpyKind kind) {
+  switch (kind) {
+    case npuMemcpyHostToHost:
+      return "npuMemcpyHostToHost";
+    case npuMemcpyHostToDevice:
+      return "npuMemcpyHostToDevice";
+    case npuMemcpyDeviceToHost:
+      return "npuMemcpyDeviceToHost";
+    case npuMemcpyDeviceToDevice:
+      return "npuMemcpyDeviceToDevice";
+    case npuMemcpyDefault:
+      return "npuMemcpyDefault";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Allocation::~Allocation() {
+  std::free(base);
+  // relaxed: the counter is a statistic and a limit; the CAS in allocate()
+  // needs no ordering with the memory itself.
+  used_.fetch_sub(size, std::memory_order_relaxed);
+}
+
+bool Allocation::contains(const void* p, size_t count) const noexcept {
+  const auto begin = reinterpret_cast<uintptr_t>(base);
+  const auto q = reinterpret_cast<uintptr_t>(p);
+  // Written to avoid overflow of q + count.
+  return q >= begin && q - begin <= size && count <= size - (q - begin);
+}
+
+npuError_t MemoryManager::allocate(int device, size_t size, size_t capacity,
+                                   std::atomic<size_t>& used, void** out, const char* function) {
+  // Reserve capacity first (see memory.h).
+  size_t current = used.load(std::memory_order_relaxed);
+  do {
+    if (size > capacity - current) {
+      return fail(npuErrorMemoryAllocation, function,
+                  "out of device memory on device " + std::to_string(device) + ": requested " +
+                      std::to_string(size) + " bytes, " + std::to_string(capacity - current) +
+                      " of " + std::to_string(capacity) + " bytes free");
+    }
+  } while (!used.compare_exchange_weak(current, current + size, std::memory_order_relaxed));
+
+  size_t rounded = 0;
+  void* base = roundUp(size, rounded) ? std::aligned_alloc(kAlignment, rounded) : nullptr;
+  if (base == nullptr) {
+    used.fetch_sub(size, std::memory_order_relaxed);
+    return fail(npuErrorMemoryAllocation, function,
+                "host allocation of " + std::to_string(size) + " bytes failed");
+  }
+  std::shared_ptr<Allocation> allocation;
+  try {
+    allocation = std::make_shared<Allocation>(base, size, device, used);
+  } catch (...) {
+    std::free(base);
+    used.fetch_sub(size, std::memory_order_relaxed);
+    throw;
+  }
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  device_.emplace(reinterpret_cast<uintptr_t>(base), std::move(allocation));
+  *out = base;
+  return npuSuccess;
+}
+
+npuError_t MemoryManager::free(void* ptr, const char* function) {
+  std::shared_ptr<Allocation> victim;  // released after the lock
+  {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    const auto it = device_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == device_.end()) {
+      lock.unlock();
+      return fail(npuErrorInvalidDevicePointer, function,
+                  describe(ptr) + " is not the start of a live device allocation");
+    }
+    victim = std::move(it->second);
+    device_.erase(it);
+  }
+  return npuSuccess;
+}
+
+std::shared_ptr<Allocation> MemoryManager::findLocked(const void* p) const {
+  const auto key = reinterpret_cast<uintptr_t>(p);
+  auto it = device_.upper_bound(key);
+  if (it == device_.begin()) return nullptr;
+  --it;
+  const Allocation& a = *it->second;
+  if (key - it->first < a.size) return it->second;
+  return nullptr;
+}
+
+npuError_t MemoryManager::checkCopy(void* dst, const void* src, size_t count, npuMemcpyKind kind,
+                                    CheckedRange& range, const char* function) const {
+  if (dst == nullptr || src == nullptr) {
+    return fail(npuErrorInvalidValue, function,
+                std::string(dst == nullptr ? "dst" : "src") + " is NULL");
+  }
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    range.dst = findLocked(dst);
+    range.src = findLocked(src);
+  }
+  // Each side is either expected on the device, expected on the host, or
+  // inferred (npuMemcpyDefault).
+  struct Side {
+    const char* label;
+    const void* ptr;
+    const std::shared_ptr<Allocation>& alloc;
+    bool wantDevice;
+  };
+  const bool inferred = kind == npuMemcpyDefault;
+  const Side sides[2] = {
+      {"dst", dst, range.dst, kind == npuMemcpyHostToDevice || kind == npuMemcpyDeviceToDevice},
+      {"src", src, range.src, kind == npuMemcpyDeviceToHost || kind == npuMemcpyDeviceToDevice},
+  };
+  // Device memory where the kind says host is a direction error first: with
+  // swapped pointers both rules fire, and "wrong direction" is the better
+  // diagnosis. A non-device pointer where the kind says device is then a bad
+  // device pointer (typically freed or garbage).
+  if (!inferred) {
+    for (const Side& side : sides) {
+      if (!side.wantDevice && side.alloc != nullptr) {
+        return fail(npuErrorInvalidMemcpyDirection, function,
+                    std::string(side.label) + " " + describe(side.ptr) +
+                        " is device memory but kind " + kindName(kind) + " says host");
+      }
+    }
+    for (const Side& side : sides) {
+      if (side.wantDevice && side.alloc == nullptr) {
+        return fail(npuErrorInvalidDevicePointer, function,
+                    std::string(side.label) + " " + describe(side.ptr) +
+                        " is not inside a live device allocation (kind " + kindName(kind) + ")");
+      }
+    }
+  }
+  for (const Side& side : sides) {
+    if (side.alloc != nullptr && !side.alloc->contains(side.ptr, count)) {
+      return fail(npuErrorInvalidDevicePointer, function,
+                  std::string(side.label) + " range [" + describe(side.ptr) + ", +" +
+                      std::to_string(count) + ") overruns its allocation of " +
+                      std::to_string(side.alloc->size) + " bytes at " + describe(side.alloc->base));
+    }
+  }
+  return npuSuccess;
+}
+
+npuError_t MemoryManager::checkMemset(void* ptr, size_t count, CheckedRange& range,
+                                      const char* function) const {
+  if (ptr == nullptr) return fail(npuErrorInvalidValue, function, "devPtr is NULL");
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    range.dst = findLocked(ptr);
+  }
+  if (range.dst == nullptr) {
+    return fail(npuErrorInvalidDevicePointer, function,
+                describe(ptr) + " is not inside a live device allocation");
+  }
+  if (!range.dst->contains(ptr, count)) {
+    return fail(npuErrorInvalidDevicePointer, function,
+                "range [" + describe(ptr) + ", +" + std::to_string(count) +
+                    ") overruns its allocation of " + std::to_string(range.dst->size) +
+                    " bytes at " + describe(range.dst->base));
+  }
+  return npuSuccess;
+}
+
+std::map<uintptr_t, MemoryManager::HostRange>::const_iterator MemoryManager::findHostLocked(
+    uintptr_t p, size_t size) const {
+  // The range starting at or before p, then the one after it.
+  auto it = host_.upper_bound(p);
+  if (it != host_.begin()) {
+    auto prev = std::prev(it);
+    if (p - prev->first < prev->second.size) return prev;
+  }
+  if (it != host_.end() && it->first - p < size) return it;
+  return host_.end();
+}
+
+npuError_t MemoryManager::mallocHost(size_t size, void** out, const char* function) {
+  size_t rounded = 0;
+  void* base = roundUp(size, rounded) ? std::aligned_alloc(kAlignment, rounded) : nullptr;
+  if (base == nullptr) {
+    return fail(npuErrorMemoryAllocation, function,
+                "pinned host allocation of " + std::to_string(size) + " bytes failed");
+  }
+  try {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    host_.emplace(reinterpret_cast<uintptr_t>(base), HostRange{size, true});
+  } catch (...) {
+    std::free(base);
+    throw;
+  }
+  *out = base;
+  return npuSuccess;
+}
+
+npuError_t MemoryManager::freeHost(void* ptr, const char* function) {
+  {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    const auto it = host_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != host_.end() && it->second.owned) {
+      host_.erase(it);
+      lock.unlock();
+      std::free(ptr);
+      return npuSuccess;
+    }
+  }
+  return fail(npuErrorInvalidValue, function,
+              describe(ptr) + " was not returned by npuMallocHost (or was freed already)");
+}
+
+npuError_t MemoryManager::hostRegister(void* ptr, size_t size, const char* function) {
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  if (size > UINTPTR_MAX - p) {
+    return fail(npuErrorInvalidValue, function, "range wraps around the address space");
+  }
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  if (findHostLocked(p, size) != host_.end()) {
+    lock.unlock();
+    return fail(
+        npuErrorHostMemoryAlreadyRegistered, function,
+        "[" + describe(ptr) + ", +" + std::to_string(size) + ") overlaps a registered host range");
+  }
+  if (findLocked(ptr) != nullptr) {
+    lock.unlock();
+    return fail(npuErrorInvalidValue, function, describe(ptr) + " is device memory");
+  }
+  host_.emplace(p, HostRange{size, false});
+  return npuSuccess;
+}
+
+npuError_t MemoryManager::hostUnregister(void* ptr, const char* function) {
+  {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    const auto it = host_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != host_.end() && !it->second.owned) {
+      host_.erase(it);
+      return npuSuccess;
+    }
+  }
+  return fail(npuErrorHostMemoryNotRegistered, function,
+              describe(ptr) + " is not the start of a range registered with npuHostRegister");
+}
+
+void MemoryManager::attributes(const void* ptr, npuPointerAttributes& out) const {
+  out.type = npuMemoryTypeUnregistered;
+  out.device = -1;
+  out.basePointer = nullptr;
+  out.size = 0;
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  if (const std::shared_ptr<Allocation> a = findLocked(ptr)) {
+    out.type = npuMemoryTypeDevice;
+    out.device = a->device;
+    out.basePointer = a->base;
+    out.size = a->size;
+    return;
+  }
+  const auto it = findHostLocked(reinterpret_cast<uintptr_t>(ptr), 1);
+  if (it != host_.end()) {
+    out.type = npuMemoryTypeHost;
+    out.basePointer = reinterpret_cast<void*>(it->first);
+    out.size = it->second.size;
+  }
+}
+
+}  // namespace npurt::internal

@@ -1,0 +1,144 @@
+// Runtime singleton, devices, destroy callbacks and shutdown.
+// See Note [Runtime lifetime] in runtime.h.
+#include "runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "errors.h"
+
+namespace npurt::internal {
+namespace {
+
+void shutdownHook() { Runtime::instance().shutdown(); }
+
+}  // namespace
+
+Device::Device(int index, int cores, size_t capacity, Trace& trace,
+               const std::atomic<uint32_t>& globalDelayUs)
+    : index_(index), capacity_(capacity), executor_(index, cores, trace, globalDelayUs) {}
+
+void Device::addStream(std::shared_ptr<Stream> stream) {
+  std::lock_guard<std::mutex> lock(streamsMutex_);
+  pruneLocked();
+  streams_.push_back(std::move(stream));
+}
+
+std::vector<std::shared_ptr<Stream>> Device::streams() const {
+  std::lock_guard<std::mutex> lock(streamsMutex_);
+  return streams_;
+}
+
+void Device::prune() {
+  std::lock_guard<std::mutex> lock(streamsMutex_);
+  pruneLocked();
+}
+
+void Device::pruneLocked() {
+  // A destroyed stream is kept while it drains (device synchronize waits for
+  // it) and while it holds a failure nobody reported (device synchronize
+  // reports it). Executors hold their own references, so dropping ours
+  // never frees a stream that is still running.
+  std::erase_if(streams_, [](const std::shared_ptr<Stream>& s) {
+    return s->destroyed() && s->idle() && !s->hasFailure();
+  });
+}
+
+void Device::discardAllForShutdown() noexcept {
+  std::lock_guard<std::mutex> lock(streamsMutex_);
+  for (const std::shared_ptr<Stream>& stream : streams_) stream->discardAllForShutdown();
+}
+
+Runtime& Runtime::instance() {
+  // Leaked on purpose: see Note [Runtime lifetime].
+  static Runtime* const runtime = std::make_unique<Runtime>().release();
+  return *runtime;
+}
+
+Runtime::Runtime() {
+  initError_ = loadConfig(config_);
+  if (!initError_.empty()) {
+    // Sticky: every later call fails the same way.
+    state_.store(kInitFailed, std::memory_order_release);
+    return;
+  }
+  globalDelayUs.store(config_.taskDelayUs, std::memory_order_relaxed);
+  const size_t capacity = static_cast<size_t>(config_.memoryMb) << 20;
+  devices_.reserve(static_cast<size_t>(config_.deviceCount));
+  for (int i = 0; i < config_.deviceCount; ++i) {
+    devices_.push_back(std::make_unique<Device>(i, config_.cores, capacity, trace, globalDelayUs));
+  }
+  if (!config_.tracePath.empty()) trace.start();
+  // Last, once everything the hook touches exists. If registration fails the
+  // runtime still works; exit then skips the orderly shutdown (the executor
+  // threads die with the process).
+  if (std::atexit(&shutdownHook) != 0) {
+    std::fputs("npurt: warning: atexit registration failed; no orderly shutdown\n", stderr);
+  }
+}
+
+int& Runtime::currentDevice() noexcept {
+  static thread_local int device = 0;
+  return device;
+}
+
+npuError_t Runtime::admitSlow(const char* function) const noexcept {
+  if (state_.load(std::memory_order_acquire) == kInitFailed) {
+    return fail(npuErrorInitializationError, function, initError_);
+  }
+  return fail(npuErrorRuntimeShutdown, function, "the runtime is shutting down (process exit)");
+}
+
+uint64_t Runtime::addDestroyCallback(npuStreamDestroyCallback_t callback, void* userData) {
+  std::lock_guard<std::mutex> lock(callbacksMutex_);
+  const uint64_t handle = nextCallback_++;
+  callbacks_.push_back(DestroyCallback{handle, callback, userData});
+  return handle;
+}
+
+bool Runtime::removeDestroyCallback(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(callbacksMutex_);
+  const auto it = std::find_if(callbacks_.begin(), callbacks_.end(),
+                               [&](const DestroyCallback& c) { return c.handle == handle; });
+  if (it == callbacks_.end()) return false;
+  callbacks_.erase(it);
+  return true;
+}
+
+void Runtime::runDestroyCallbacks(npuStream_t stream, int device) {
+  // Copy under the mutex, call without it: a callback may call npurt
+  // functions that need it (the contract forbids (un)registering, but a
+  // deadlock would be a harsh way to say so).
+  std::vector<DestroyCallback> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(callbacksMutex_);
+    callbacks = callbacks_;
+  }
+  for (const DestroyCallback& c : callbacks) c.callback(stream, device, c.userData);
+}
+
+void Runtime::shutdown() noexcept {
+  // Note [Shutdown order] in csrc/npurt/README.md, step by step.
+  int expected = kReady;
+  // 1. Stop accepting work. release: pairs with admit()'s acquire.
+  if (!state_.compare_exchange_strong(expected, kShutdown, std::memory_order_acq_rel)) return;
+  // 2.-3. Each executor finishes the task it is running; wake and join.
+  for (const std::unique_ptr<Device>& device : devices_) device->executor().stop();
+  // 4. Discard what is still queued (calling release). Completes pending
+  //    event versions too, so no host thread stays blocked on one.
+  for (const std::unique_ptr<Device>& device : devices_) device->discardAllForShutdown();
+  // 5. The NPU_SIM_TRACE file.
+  if (!config_.tracePath.empty()) {
+    trace.stop();
+    try {
+      if (trace.write(config_.tracePath.c_str(), "npurt shutdown") != npuSuccess) {
+        std::fprintf(stderr, "npurt: %s\n", lastErrorMessage());
+      }
+    } catch (...) {
+      std::fputs("npurt: writing the trace at exit failed (out of memory)\n", stderr);
+    }
+  }
+}
+
+}  // namespace npurt::internal

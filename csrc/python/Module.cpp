@@ -1,0 +1,166 @@
+// torch_npu._C — the Python binding of the npu backend.
+//
+// Layer: binding. The only translation unit that includes pybind11 and
+// torch/csrc headers. Functions that wait release the GIL. Streams cross the
+// boundary as (stream_id, device_index, device_type) triples, validated by
+// NPUStream::unpack3. Every function is thread-safe.
+#include <ATen/ATen.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "core/ExternalStreams.h"
+#include "core/NPUCachingAllocator.h"
+#include "core/NPUException.h"
+#include "core/NPUFunctions.h"
+#include "core/NPUGenerator.h"
+#include "core/NPUStream.h"
+#include "aten/OpLauncher.h"
+#include "core/TaskQueue.h"
+#include "npurt/npurt.h"
+
+namespace py = pybind11;
+
+namespace c10_npu::python {
+namespace {
+
+using Triple = std::tuple<int64_t, int64_t, int64_t>;
+
+Triple pack(const NPUStream& s) {
+  return {s.id(), static_cast<int64_t>(s.device_index()), static_cast<int64_t>(s.device_type())};
+}
+
+NPUStream unpack(int64_t stream_id, int64_t device_index, int64_t device_type) {
+  TORCH_CHECK(device_index >= -1 && device_index < 128, "Invalid device_index: ", device_index,
+              NPU_ERROR_SUFFIX);
+  TORCH_CHECK(device_type >= 0 && device_type < static_cast<int64_t>(
+                                                   c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES),
+              "Invalid device_type: ", device_type, NPU_ERROR_SUFFIX);
+  return NPUStream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
+                            static_cast<c10::DeviceType>(device_type));
+}
+
+py::dict memoryStats(int64_t device) {
+  const auto s = NPUCachingAllocator::getDeviceStats(checkedDeviceIndex(device));
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated_bytes;
+  d["allocated_bytes.all.peak"] = s.max_allocated_bytes;
+  d["reserved_bytes.all.current"] = s.reserved_bytes;
+  d["reserved_bytes.all.peak"] = s.max_reserved_bytes;
+  d["active.all.current"] = s.active_blocks;
+  d["inactive_split.all.current"] = s.cached_blocks;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["allocation.all.allocated"] = s.num_allocs;
+  return d;
+}
+
+}  // namespace
+
+void initModule(py::module_& m) {
+  m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
+  m.def("_npu_init", [] { return static_cast<int>(device_count_ensure_non_zero()); });
+  m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
+  m.def("_npu_setDevice", [](int64_t d) { set_device(checkedDeviceIndex(d)); });
+  m.def(
+      "_npu_synchronize",
+      [](int64_t d) {
+        device_synchronize(checkedDeviceIndex(d));
+        aten::detail::releaseDeferred();
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_getDeviceProperties", [](int64_t d) {
+    npuDeviceProp prop{};
+    NPU_CHECK(npuGetDeviceProperties(&prop, static_cast<int>(checkedDeviceIndex(d))));
+    return py::make_tuple(std::string(prop.name), prop.totalMemory, prop.coreCount);
+  });
+
+  // Streams.
+  m.def("_npu_getCurrentStream", [](int64_t d) { return pack(getCurrentNPUStream(d)); });
+  m.def("_npu_getDefaultStream", [](int64_t d) { return pack(getDefaultNPUStream(d)); });
+  m.def("_npu_getStreamFromPool",
+        [](int priority, int64_t d) { return pack(getStreamFromPool(priority, d)); });
+  m.def("_npu_getSyncLaunchStream",
+        [](int64_t d) { return pack(getNPUStreamFromSyncLaunchPool(d)); });
+  m.def("_npu_getStreamFromExternal", [](uint64_t ptr, int64_t d) {
+    return pack(getStreamFromExternal(reinterpret_cast<npuStream_t>(ptr), d));
+  });
+  m.def("_npu_setStream", [](int64_t id, int64_t idx, int64_t type) {
+    NPUStream s = unpack(id, idx, type);
+    if (s.device_index() != current_device()) set_device(s.device_index());
+    setCurrentNPUStream(s);
+  });
+  m.def("_npu_validateStream",
+        [](int64_t id, int64_t idx, int64_t type) { return pack(unpack(id, idx, type)); });
+  m.def("_npu_streamQuery", [](int64_t id, int64_t idx, int64_t type) {
+    NPUStream s = unpack(id, idx, type);
+    py::gil_scoped_release nogil;
+    return s.query();
+  });
+  m.def("_npu_streamSynchronize", [](int64_t id, int64_t idx, int64_t type) {
+    NPUStream s = unpack(id, idx, type);
+    py::gil_scoped_release nogil;
+    s.synchronize();
+    aten::detail::releaseDeferred();
+  });
+  m.def("_npu_streamHandle", [](int64_t id, int64_t idx, int64_t type) {
+    NPUStream s = unpack(id, idx, type);
+    py::gil_scoped_release nogil;
+    return reinterpret_cast<uint64_t>(s.stream());
+  });
+  m.def("_npu_streamPriority",
+        [](int64_t id, int64_t idx, int64_t type) { return unpack(id, idx, type).priority(); });
+  m.def("_npu_setExternalStreamMode", [](const std::string& mode) {
+    TORCH_CHECK(mode == "compat" || mode == "full",
+                "external stream mode must be 'compat' or 'full', got '", mode, "'",
+                NPU_ERROR_SUFFIX);
+    external::setMode(mode == "full" ? external::Mode::kFull : external::Mode::kCompat);
+  });
+  m.def("_npu_getExternalStreamMode", [] {
+    return std::string(external::mode() == external::Mode::kFull ? "full" : "compat");
+  });
+  m.def("_npu_taskQueueConfig", [] {
+    const auto& c = queue::config();
+    return py::make_tuple(static_cast<int>(c.mode), c.launchBlocking, c.perStreamQueue);
+  });
+
+  // Memory.
+  m.def("_npu_memoryStats", &memoryStats);
+  m.def("_npu_emptyCache", [] {
+    aten::detail::releaseDeferred();
+    NPUCachingAllocator::emptyCache();
+  },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_resetPeakMemoryStats",
+        [](int64_t d) { NPUCachingAllocator::resetPeakStats(checkedDeviceIndex(d)); });
+  m.def("_npu_resetAccumulatedMemoryStats",
+        [](int64_t d) { NPUCachingAllocator::resetAccumulatedStats(checkedDeviceIndex(d)); });
+  m.def("_npu_memorySummary",
+        [](int64_t d) { return NPUCachingAllocator::memorySummary(checkedDeviceIndex(d)); });
+  m.def("_npu_eraseStream", [](const at::Tensor& t, int64_t id, int64_t idx, int64_t type) {
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+                "erase_stream expects an npu tensor, but got a tensor on ", t.device(),
+                NPU_ERROR_SUFFIX);
+    NPUCachingAllocator::eraseStream(t.storage().data_ptr(), unpack(id, idx, type));
+  });
+
+  // Random.
+  m.def("_npu_defaultGenerators", [] {
+    py::tuple gens(device_count_ensure_non_zero());
+    for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(gens.size()); ++i) {
+      gens[i] = py::reinterpret_steal<py::object>(
+          THPGenerator_initDefaultGenerator(getDefaultNPUGenerator(i)));
+    }
+    return gens;
+  });
+}
+
+}  // namespace c10_npu::python
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_npu native extension (simulated NPU backend)";
+  c10_npu::python::initModule(m);
+}

@@ -1,0 +1,164 @@
+// Helper program for test_exit.cpp: sets up work that is still pending when
+// it returns from main, so the test can check Note [Shutdown order] (exit
+// neither hangs nor crashes, queued work is discarded with its release
+// called, later calls fail with npuErrorRuntimeShutdown, the NPU_SIM_TRACE
+// file is written).
+//
+// Usage: npurt_exit_helper <mode> [late-call]
+//   idle       initialise the runtime and return
+//   pending    long delayed chains on several streams of two devices, plus a
+//              stream parked on an event whose record is queued behind a chain
+//   trace      a few finished tasks and a pending chain (run with NPU_SIM_TRACE)
+//   late-call  also launch on a live stream from an atexit hook that runs
+//              after the runtime's own (expects npuErrorRuntimeShutdown)
+// Prints "ok" lines on stdout; exits non-zero if a check made at exit fails:
+// 3 a call before exit failed, 4 released != launched, 5 late call not
+// refused with npuErrorRuntimeShutdown.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "npurt/npurt.h"
+#include "npurt/npurt.hpp"
+
+namespace {
+
+std::atomic<long> gLaunched{0};
+std::atomic<long> gReleased{0};
+std::atomic<long> gRan{0};
+npuStream_t gLiveStream = nullptr;
+bool gLateCall = false;
+
+// Counts its own release: the runtime must call it exactly once, after the
+// task ran or when it was discarded at exit.
+struct Counted {
+  Counted() = default;
+  Counted(Counted&& other) noexcept : owner(std::exchange(other.owner, false)) {}
+  Counted(const Counted&) = delete;
+  ~Counted() {
+    if (owner) gReleased++;
+  }
+  void operator()() const { gRan++; }
+  bool owner = true;
+};
+
+void fail(const char* what) {
+  std::printf("FAIL %s: %s\n", what, npuGetLastErrorMessage());
+  std::fflush(stdout);
+  std::exit(3);
+}
+
+void check(npuError_t status, const char* what) {
+  if (status != npuSuccess) fail(what);
+}
+
+// Registered before the first npurt call, so it runs after the runtime's own
+// exit hook (atexit handlers run in reverse order of registration).
+void afterRuntimeShutdown() {
+  std::printf("launched=%ld released=%ld ran=%ld\n", gLaunched.load(), gReleased.load(),
+              gRan.load());
+  std::fflush(stdout);
+  if (gLaunched.load() != gReleased.load()) _exit(4);
+  if (!gLateCall || gLiveStream == nullptr) return;
+  npuError_t late = npuLaunchHostFunc(
+      gLiveStream, [](void*) {}, nullptr);
+  std::printf("late_launch=%s\n", npuGetErrorName(late));
+  std::fflush(stdout);
+  if (late != npuErrorRuntimeShutdown) _exit(5);
+}
+
+void queueChain(npuStream_t s, int tasks) {
+  for (int i = 0; i < tasks; ++i) {
+    check(npurt::launch(s, "pending_chain", Counted{}), "launch");
+    gLaunched++;
+  }
+}
+
+int runPending() {
+  const int chain = 400;
+  std::vector<npuStream_t> streams;
+  for (int device = 0; device < 2; ++device) {
+    check(npuSetDevice(device), "npuSetDevice");
+    for (int k = 0; k < 2; ++k) {
+      npuStream_t s = nullptr;
+      check(npuStreamCreateWithPriority(&s, npuStreamDefault, -k), "npuStreamCreate");
+      check(npuStreamSetTaskDelay(s, 50'000), "npuStreamSetTaskDelay");
+      streams.push_back(s);
+    }
+  }
+  check(npuSetDevice(0), "npuSetDevice");
+  for (npuStream_t s : streams) queueChain(s, chain);  // ~20 s per stream if drained
+
+  // A stream parked on an event whose record is queued behind a long chain.
+  npuEvent_t e = nullptr;
+  check(npuEventCreate(&e), "npuEventCreate");
+  check(npuEventRecord(e, streams[0]), "npuEventRecord");
+  npuStream_t parked = nullptr;
+  check(npuSetDevice(1), "npuSetDevice");
+  check(npuStreamCreate(&parked), "npuStreamCreate parked");
+  check(npuStreamWaitEvent(parked, e, 0), "npuStreamWaitEvent");
+  queueChain(parked, 10);
+  if (npuStreamQuery(parked) != npuErrorNotReady) fail("parked stream should be busy");
+
+  // Memory with a queued asynchronous copy, freed before exit.
+  void* d = nullptr;
+  static char host[1 << 16];
+  check(npuMalloc(&d, sizeof host), "npuMalloc");
+  check(npuMemcpyAsync(host, d, sizeof host, npuMemcpyDeviceToHost, parked), "npuMemcpyAsync");
+  check(npuFree(d), "npuFree");
+
+  // One destroyed stream still draining, one live stream for the late call.
+  check(npuStreamDestroy(streams[1]), "npuStreamDestroy");
+  gLiveStream = streams[2];
+  std::printf("ok queued\n");
+  std::fflush(stdout);
+  return 0;  // exit with all of that pending
+}
+
+int runTrace() {
+  npuStream_t a = nullptr;
+  npuStream_t b = nullptr;
+  check(npuStreamCreate(&a), "npuStreamCreate");
+  check(npuSetDevice(1), "npuSetDevice");
+  check(npuStreamCreate(&b), "npuStreamCreate");
+  check(npurt::launch(a, "traced_on_a", Counted{}), "launch");
+  check(npurt::launch(b, "traced_on_b", Counted{}), "launch");
+  gLaunched += 2;
+  check(npuStreamSynchronize(a), "sync a");
+  check(npuStreamSynchronize(b), "sync b");
+  check(npuStreamSetTaskDelay(a, 50'000), "delay");
+  queueChain(a, 100);
+  gLiveStream = b;
+  std::printf("ok traced\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 3 || (argc == 3 && std::string(argv[2]) != "late-call")) {
+    std::fprintf(stderr, "usage: %s idle|pending|trace [late-call]\n", argv[0]);
+    return 2;
+  }
+  gLateCall = argc == 3;
+  std::atexit(&afterRuntimeShutdown);
+  int count = 0;
+  check(npuGetDeviceCount(&count), "npuGetDeviceCount");
+  if (count < 2) fail("needs 2 devices");
+  const std::string mode = argv[1];
+  if (mode == "idle") {
+    std::printf("ok idle\n");
+    return 0;
+  }
+  if (mode == "pending") return runPending();
+  if (mode == "trace") return runTrace();
+  std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+  return 2;
+}

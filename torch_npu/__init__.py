@@ -1,0 +1,43 @@
+"""torch_npu on a simulated NPU: PyTorch's ``npu`` device backend.
+
+Importing this package registers the ``npu`` device with PyTorch: ``torch.npu``,
+``Tensor.npu()``, ``Tensor.is_npu``, the stream/event machinery and
+``torch.accelerator``. Every op on npu tensors runs asynchronously on the
+current stream of its device, on a simulated device that runs on the CPU.
+"""
+
+import torch
+
+# Loads the native libraries: registers the guard, hooks, allocator,
+# generator and every op kernel for PrivateUse1.
+from . import _C  # noqa: F401
+
+torch.utils.rename_privateuse1_backend("npu")
+
+from . import npu  # noqa: E402
+
+torch._register_device_module("npu", npu)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+__all__ = ["npu", "erase_stream"]
+
+
+def erase_stream(tensor: torch.Tensor, stream: "npu.Stream") -> None:
+    r"""Undo ``tensor.record_stream(stream)``.
+
+    After this, the caching allocator no longer waits for work queued on
+    ``stream`` before reusing the tensor's memory. The caller takes the
+    responsibility that no such work still reads or writes the memory.
+
+    Args:
+        tensor (torch.Tensor): an npu tensor.
+        stream (torch_npu.npu.Stream): a stream previously passed to
+            ``tensor.record_stream``.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"erase_stream expects a torch.Tensor, but got {type(tensor).__name__}")
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"erase_stream expects a torch_npu.npu.Stream, but got {type(stream).__name__}")
+    _C._npu_eraseStream(tensor, stream.stream_id, stream.device_index, stream.device_type)
