@@ -12,7 +12,7 @@ BUILD := build
 BUILD_TYPE ?= RelWithDebInfo
 DEPS_STAMP := $(VENV)/.deps-stamp
 
-.PHONY: all deps build test test-cpp bench demo sanitize clean
+.PHONY: all deps build install test test-cpp test-python bench demo sanitize clean
 
 all: build
 
@@ -35,13 +35,24 @@ build: $(DEPS_STAMP) $(BUILD)/build.ninja
 test-cpp: build
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ctest --test-dir $(BUILD) --output-on-failure --timeout 300
 
-test: test-cpp
+test-python: build
+	PYTHONPATH=$(CURDIR) $(VPY) -m pytest tests/python -q -p no:cacheprovider
+
+test: test-cpp test-python
+
+# Editable install into .venv (the tests use the tree directly instead).
+install: build
+	$(VPY) -m pip install -q --no-build-isolation --no-deps -e .
 
 bench: build
 	$(BUILD)/benchmarks/npurt_bench --benchmark_min_time=0.2s
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_torch.py
+	@if [ -f benchmarks/bench_streams.py ]; then PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py; fi
 
 demo: build
-	$(BUILD)/examples/npurt_demo
+	$(BUILD)/examples/npurt_demo $(BUILD)/npurt_demo.trace.json
+	PYTHONPATH=$(CURDIR) $(VPY) examples/train_two_streams.py
+	@if [ -f examples/interop/interop.py ]; then PYTHONPATH=$(CURDIR) $(VPY) examples/interop/interop.py; fi
 
 sanitize: $(DEPS_STAMP)
 	scripts/sanitize.sh

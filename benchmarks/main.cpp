@@ -6,8 +6,9 @@
 // All Google Benchmark flags work (--benchmark_filter, --benchmark_format,
 // --benchmark_out, --benchmark_repetitions, ...). The summary uses the median
 // over repetitions and says "not run" for a target whose benchmarks were
-// filtered out. The exit status is non-zero only if a benchmark failed (an
-// npurt call returned an error); a missed target is reported, not fatal,
+// filtered out; it is printed to stdout after the benchmark output (so for
+// machine-readable results use --benchmark_out=<file>). The exit status is non-zero only if a
+// benchmark failed (an npurt call returned an error); a missed target is reported, not fatal,
 // because timings depend on the load of the machine.
 #include <algorithm>
 #include <cstdint>

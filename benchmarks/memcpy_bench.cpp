@@ -97,21 +97,28 @@ void BM_StdMemcpy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
 
-void configure(benchmark::internal::Benchmark* b) {
-  b->ArgName("bytes")->RangeMultiplier(4)->Range(4 << 10, static_cast<int64_t>(kMaxBytes));
-  // Real time: the async variant waits for an executor, and bandwidth must be
-  // bytes per elapsed second for every variant alike.
-  b->Unit(benchmark::kMicrosecond)->UseRealTime();
-}
-
 }  // namespace
 
 void registerMemcpyBenchmarks() {
-  configure(benchmark::RegisterBenchmark(kMemcpyD2D, &BM_NpuMemcpy<npuMemcpyDeviceToDevice>));
-  configure(benchmark::RegisterBenchmark(kMemcpyStd, &BM_StdMemcpy));
-  configure(benchmark::RegisterBenchmark(kMemcpyH2D, &BM_NpuMemcpy<npuMemcpyHostToDevice>));
-  configure(benchmark::RegisterBenchmark(kMemcpyD2H, &BM_NpuMemcpy<npuMemcpyDeviceToHost>));
-  configure(benchmark::RegisterBenchmark(kMemcpyAsyncD2D, &BM_NpuMemcpyAsyncD2D));
+  // One registration per size and variant, size-major: all variants of one
+  // size run back to back, so a change in machine load (other builds on this
+  // machine) skews the npu / std::memcpy ratio of a size as little as possible.
+  for (int64_t bytes = 4 << 10; bytes <= static_cast<int64_t>(kMaxBytes); bytes *= 4) {
+    const auto add = [bytes](const char* name, void (*fn)(benchmark::State&)) {
+      // Real time: the async variant waits for an executor, and bandwidth
+      // must be bytes per elapsed second for every variant alike.
+      benchmark::RegisterBenchmark(name, fn)
+          ->ArgName("bytes")
+          ->Arg(bytes)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    };
+    add(kMemcpyStd, &BM_StdMemcpy);
+    add(kMemcpyD2D, &BM_NpuMemcpy<npuMemcpyDeviceToDevice>);
+    add(kMemcpyH2D, &BM_NpuMemcpy<npuMemcpyHostToDevice>);
+    add(kMemcpyD2H, &BM_NpuMemcpy<npuMemcpyDeviceToHost>);
+    add(kMemcpyAsyncD2D, &BM_NpuMemcpyAsyncD2D);
+  }
 }
 
 void releaseMemcpyBuffers() {

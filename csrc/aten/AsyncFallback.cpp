@@ -20,6 +20,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -63,6 +64,15 @@ struct OpInfo {
   bool allNew = true;     // every return is a fresh tensor
   bool anyNonTensor = false;
   std::optional<c10::OperatorHandle> outVariant;  // op.out with matching args
+  // For an out= op (outs are its trailing keyword-only Tensor(a!) arguments,
+  // returned in order): its functional counterpart. See Note [out= ops run
+  // functionally].
+  std::optional<c10::OperatorHandle> functionalVariant;
+  size_t numOutArgs = 0;
+  // Set when the out= variant failed on CPU aliases (e.g. it resizes its
+  // output internally, which a fixed-size alias cannot do); from then on the
+  // op runs functionally and its results are copied.
+  mutable std::atomic<bool> outVariantBroken{false};
   // Output metadata by argument signature. See Note [Output metadata cache].
   mutable std::shared_mutex cacheMutex;
   mutable std::unordered_map<std::string, std::shared_ptr<const MetaResult>> cache;
@@ -77,6 +87,7 @@ struct OpInfo {
 // per op under a key that serialises exactly those inputs. Arguments that
 // cannot be serialised make the call uncacheable (it still runs, uncached).
 struct TensorMeta {
+  bool defined = true;  // optional outputs may be undefined (e.g. masked grads)
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t offset = 0;
@@ -90,9 +101,7 @@ constexpr size_t kMaxCachedSignaturesPerOp = 4096;
 
 // Serialises an argument for the cache key; false if it cannot be.
 bool appendKey(std::string& key, const IValue& v) {
-  auto put = [&key](const auto& x) {
-    key.append(reinterpret_cast<const char*>(&x), sizeof(x));
-  };
+  auto put = [&key](const auto& x) { key.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
   auto putTensor = [&](const at::Tensor& t) {
     if (!t.defined()) {
       key.push_back('u');
@@ -162,7 +171,9 @@ bool appendKey(std::string& key, const IValue& v) {
 }
 
 TensorMeta tensorMeta(const at::Tensor& t) {
-  return TensorMeta{t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type()};
+  if (!t.defined()) return TensorMeta{false, {}, {}, 0, c10::ScalarType::Undefined};
+  return TensorMeta{true, t.sizes().vec(), t.strides().vec(), t.storage_offset(),
+                    t.scalar_type()};
 }
 
 bool sameAliasSet(const c10::AliasInfo& a, const c10::AliasInfo& b) {
@@ -172,9 +183,7 @@ bool sameAliasSet(const c10::AliasInfo& a, const c10::AliasInfo& b) {
   return false;
 }
 
-bool isTensorType(const c10::TypePtr& t) {
-  return t->kind() == c10::TypeKind::TensorType;
-}
+bool isTensorType(const c10::TypePtr& t) { return t->kind() == c10::TypeKind::TensorType; }
 
 bool isTensorListType(const c10::TypePtr& t) {
   auto list = t->cast<c10::ListType>();
@@ -218,6 +227,74 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
   return std::nullopt;
 }
 
+// Note [out= ops run functionally]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The meta kernel of an out= op does not always predict the out tensor's
+// final shape: some CPU out kernels use `out` as scratch space of another
+// shape and resize it again at the end (mse_loss.out with a reduction). A
+// kernel must also never resize a CPU alias of device memory. So an out= op
+// takes its output metadata from the meta kernel of its functional
+// counterpart, resizes `out` on the host up front (as the real kernel would),
+// and its task runs the functional CPU kernel and copies the results into
+// `out`. PyTorch's functional wrappers route many functional calls through
+// out= variants on new backends, so this path is common.
+
+// All overload names of each operator name, indexed once.
+const std::vector<c10::OperatorName>& overloadsOf(const std::string& name) {
+  static std::once_flag once;
+  static std::unordered_map<std::string, std::vector<c10::OperatorName>>* index = nullptr;
+  std::call_once(once, [] {
+    auto built = std::make_unique<std::unordered_map<std::string, std::vector<c10::OperatorName>>>();
+    for (const auto& n : c10::Dispatcher::singleton().getAllOpNames()) (*built)[n.name].push_back(n);
+    index = built.release();  // leaked: read during process exit
+  });
+  static const std::vector<c10::OperatorName> none;
+  auto it = index->find(name);
+  return it == index->end() ? none : it->second;
+}
+
+// Number of trailing keyword-only Tensor(a!) arguments that the op returns,
+// in order (its out arguments); 0 if it is not an out= op.
+size_t countOutArgs(const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  const auto& rets = schema.returns();
+  if (rets.empty() || rets.size() > args.size()) return 0;
+  const size_t first = args.size() - rets.size();
+  for (size_t i = 0; i < rets.size(); ++i) {
+    const auto& a = args[first + i];
+    const auto& r = rets[i];
+    if (!a.kwarg_only() || !isTensorType(a.type()) || !a.alias_info() ||
+        !a.alias_info()->isWrite() || !r.alias_info() ||
+        !sameAliasSet(*r.alias_info(), *a.alias_info())) {
+      return 0;
+    }
+  }
+  return rets.size();
+}
+
+std::optional<c10::OperatorHandle> findFunctionalVariant(const c10::FunctionSchema& out,
+                                                         size_t numOut) {
+  const size_t n = out.arguments().size() - numOut;
+  for (const auto& name : overloadsOf(out.name())) {
+    if (name.overload_name == out.overload_name()) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (!handle.has_value() || !handle->hasSchema()) continue;
+    const auto& f = handle->schema();
+    if (f.arguments().size() != n || f.returns().size() != numOut) continue;
+    bool match = true;
+    for (size_t i = 0; i < n && match; ++i) {
+      match = f.arguments()[i].name() == out.arguments()[i].name() &&
+              *f.arguments()[i].type() == *out.arguments()[i].type() &&
+              !(f.arguments()[i].alias_info() && f.arguments()[i].alias_info()->isWrite());
+    }
+    for (size_t i = 0; i < numOut && match; ++i) {
+      match = isTensorType(f.returns()[i].type()) && f.returns()[i].alias_info() == nullptr;
+    }
+    if (match) return handle;
+  }
+  return std::nullopt;
+}
+
 std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   auto owned = std::make_unique<OpInfo>();
@@ -248,6 +325,8 @@ std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
     info.returns.push_back(r);
   }
   if (info.allNew) info.outVariant = findOutVariant(schema);
+  info.numOutArgs = countOutArgs(schema);
+  if (info.numOutArgs > 0) info.functionalVariant = findFunctionalVariant(schema, info.numOutArgs);
   return owned;
 }
 
@@ -345,9 +424,7 @@ at::Tensor toMeta(const at::Tensor& t) {
                            at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
 }
 
-at::Generator cpuGenerator(uint64_t seed) {
-  return at::make_generator<at::CPUGeneratorImpl>(seed);
-}
+at::Generator cpuGenerator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
 // The synchronous path. See the file comment.
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
@@ -364,9 +441,8 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
   std::optional<uint64_t> seed;
   if (info.generatorArg >= 0) {
     const IValue& g = original[info.generatorArg];
-    seed = reserveSeed(g.isGenerator() ? std::optional<at::Generator>(g.toGenerator())
-                                       : std::nullopt,
-                       device);
+    seed = reserveSeed(
+        g.isGenerator() ? std::optional<at::Generator>(g.toGenerator()) : std::nullopt, device);
   }
   // CPU aliases of the npu arguments, remembering which alias is which arg.
   std::unordered_map<const c10::TensorImpl*, at::Tensor> npuOfAlias;
@@ -391,8 +467,8 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
     if (it != npuOfAlias.end()) return it->second;
     if (!r.device().is_cpu()) return r;
     at::Tensor contiguous = r.is_non_overlapping_and_dense() ? r : r.contiguous();
-    at::Tensor out = emptyNpu(contiguous.sizes(), contiguous.strides(), contiguous.scalar_type(),
-                              device);
+    at::Tensor out =
+        emptyNpu(contiguous.sizes(), contiguous.strides(), contiguous.scalar_type(), device);
     // Safe on this thread: `out` is fresh memory of the (idle) current
     // stream, and everything queued later on it is ordered after us.
     cpuAlias(out).copy_(contiguous);
@@ -431,10 +507,14 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
     auto it = info.cache.find(key);
     if (it != info.cache.end()) metaResult = it->second;
   }
+  // See Note [out= ops run functionally].
+  const bool viaFunctional = info.functionalVariant.has_value();
+  const size_t computeArgs = viaFunctional ? nargs - info.numOutArgs : nargs;
+  const c10::OperatorHandle& computeOp = viaFunctional ? *info.functionalVariant : op;
   if (!metaResult) {
     Stack meta;
-    meta.reserve(nargs);
-    for (size_t i = 0; i < nargs; ++i) {
+    meta.reserve(computeArgs);
+    for (size_t i = 0; i < computeArgs; ++i) {
       if (static_cast<int>(i) == info.generatorArg) {
         meta.emplace_back();  // meta kernels draw no numbers
         continue;
@@ -442,15 +522,15 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
       meta.push_back(mapTensors(args[i], toMeta, c10::DeviceType::Meta));
     }
     try {
-      op.redispatchBoxed(kMetaKeys, &meta);
+      computeOp.redispatchBoxed(kMetaKeys, &meta);
     } catch (const std::exception&) {
       // No meta kernel, a data-dependent shape, or a user error that the CPU
       // kernel will report the same way. (Meta kernels written in Python
       // throw torch's python_error, not c10::Error.)
       return false;
     }
-    TORCH_INTERNAL_ASSERT(meta.size() == schema.returns().size(), "meta kernel of ",
-                          schema.name(), " returned ", meta.size(), " values, the schema says ",
+    TORCH_INTERNAL_ASSERT(meta.size() == schema.returns().size(), "meta kernel of ", schema.name(),
+                          " returned ", meta.size(), " values, the schema says ",
                           schema.returns().size());
     auto computed = std::make_shared<MetaResult>();
     for (const IValue& m : meta) {
@@ -505,6 +585,10 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
       }
       case ReturnKind::kNew: {
         auto makeNew = [&](const TensorMeta& m) {
+          if (!m.defined) {
+            fresh.emplace_back();  // keeps positions; the task skips it
+            return at::Tensor();
+          }
           at::Tensor t = emptyNpu(m.sizes, m.strides, m.dtype, device);
           fresh.push_back(t);
           return t;
@@ -537,15 +621,41 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   std::optional<uint64_t> seed;
   if (info.generatorArg >= 0) {
     const IValue& g = args[info.generatorArg];
-    seed = reserveSeed(g.isGenerator() ? std::optional<at::Generator>(g.toGenerator())
-                                       : std::nullopt,
-                       device);
+    seed = reserveSeed(
+        g.isGenerator() ? std::optional<at::Generator>(g.toGenerator()) : std::nullopt, device);
   }
-  std::optional<c10::OperatorHandle> outOp = info.outVariant;
+  bool allDefined = true;
+  for (const at::Tensor& f : fresh) allDefined &= f.defined();
+  std::optional<c10::OperatorHandle> outOp;
+  if (allDefined && !info.outVariantBroken.load(std::memory_order_relaxed)) {
+    outOp = info.outVariant;
+  }
+  const OpInfo* infoPtr = &info;  // stable: the cache never frees entries
   std::vector<ReturnInfo> returns = info.returns;
   const int generatorArg = info.generatorArg;
+  if (viaFunctional) {
+    launchKernel(getCurrentNPUStream(device), schema.name().c_str(),
+                 [computeOp, args = std::move(args), computeArgs, generatorArg, seed]() {
+                   Stack s;
+                   s.reserve(computeArgs);
+                   for (size_t i = 0; i < computeArgs; ++i) {
+                     if (static_cast<int>(i) == generatorArg) {
+                       s.emplace_back(cpuGenerator(*seed));
+                     } else {
+                       s.push_back(mapTensors(args[i], cpuAlias, c10::DeviceType::CPU));
+                     }
+                   }
+                   computeOp.redispatchBoxed(kCpuKeys, &s);
+                   for (size_t r = 0; r < s.size(); ++r) {
+                     cpuAlias(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
+                   }
+                 });
+    stack->erase(stack->end() - nargs, stack->end());
+    for (auto& v : results) stack->push_back(std::move(v));
+    return true;
+  }
   launchKernel(getCurrentNPUStream(device), schema.name().c_str(),
-               [op, args = std::move(args), fresh, outOp, returns, generatorArg, seed]() {
+               [op, args = std::move(args), fresh, outOp, returns, generatorArg, seed, infoPtr]() {
                  Stack s;
                  s.reserve(args.size() + fresh.size());
                  for (size_t i = 0; i < args.size(); ++i) {
@@ -556,9 +666,15 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                    }
                  }
                  if (outOp.has_value()) {
-                   for (const at::Tensor& f : fresh) s.emplace_back(cpuAlias(f));
-                   outOp->redispatchBoxed(kCpuKeys, &s);
-                   return;
+                   Stack withOut = s;
+                   for (const at::Tensor& f : fresh) withOut.emplace_back(cpuAlias(f));
+                   try {
+                     outOp->redispatchBoxed(kCpuKeys, &withOut);
+                     return;
+                   } catch (const std::exception&) {
+                     // Fall through to the functional op; see outVariantBroken.
+                     infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
+                   }
                  }
                  op.redispatchBoxed(kCpuKeys, &s);
                  size_t next = 0;
@@ -566,10 +682,12 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                    if (returns[r].kind != ReturnKind::kNew) continue;
                    if (returns[r].isList) {
                      for (const at::Tensor& t : s[r].toTensorVector()) {
-                       cpuAlias(fresh[next++]).copy_(t);
+                       const at::Tensor& f = fresh[next++];
+                       if (f.defined()) cpuAlias(f).copy_(t);
                      }
                    } else {
-                     cpuAlias(fresh[next++]).copy_(s[r].toTensor());
+                     const at::Tensor& f = fresh[next++];
+                     if (f.defined()) cpuAlias(f).copy_(s[r].toTensor());
                    }
                  }
                });

@@ -6,6 +6,7 @@
 // stream; non_blocking copies with pinned host memory return at once (the
 // pinned block is kept from reuse until the copy ran), as on CUDA. A
 // non_blocking copy with pageable host memory is performed synchronously.
+#include <ATen/ExpandUtils.h>
 #include <ATen/Functions.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
@@ -25,9 +26,7 @@ namespace {
 
 bool isNpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
-bool isPinned(const at::Tensor& cpu) {
-  return NPUHostAllocator::isPinnedPtr(cpu.storage().data());
-}
+bool isPinned(const at::Tensor& cpu) { return NPUHostAllocator::isPinnedPtr(cpu.storage().data()); }
 
 // Queues dst.copy_(src) over CPU aliases on `stream`. The lambda holds both
 // tensors, which keeps their memory alive until the copy ran.
@@ -42,6 +41,11 @@ void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined",
               NPU_ERROR_SUFFIX);
+  // Shapes are checked here, at the call, as CPU and CUDA do, not later in
+  // the task (infer_size raises PyTorch's usual message).
+  TORCH_CHECK(at::infer_size(dst.sizes(), self.sizes()) == dst.sizes(),
+              "copy_: the source of shape ", self.sizes(),
+              " cannot be broadcast to the destination of shape ", dst.sizes(), NPU_ERROR_SUFFIX);
   if (dst.numel() == 0) return dst;
   if (isNpu(self) && isNpu(dst)) {
     const NPUStream dstStream = getCurrentNPUStream(dst.device().index());

@@ -4,11 +4,11 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_cpu_dispatch.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
-#include <ATen/ops/_reshape_alias_native.h>
-#include <ATen/ops/set_cpu_dispatch.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -30,8 +30,7 @@ void checkFactoryOptions(std::optional<c10::Device> device, std::optional<c10::L
   TORCH_CHECK(!device.has_value() || device->type() == c10::DeviceType::PrivateUse1,
               "Expected a npu device, but got: ", *device, NPU_ERROR_SUFFIX);
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
-              "npu tensors support only the strided layout, but got ", *layout,
-              NPU_ERROR_SUFFIX);
+              "npu tensors support only the strided layout, but got ", *layout, NPU_ERROR_SUFFIX);
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
               "Only CPU tensors can be pinned; an npu tensor cannot use pin_memory=True",
               NPU_ERROR_SUFFIX);
@@ -70,9 +69,8 @@ void growStorage(const c10::Storage& storage, size_t nbytes) {
     auto old = std::make_shared<c10::DataPtr>(
         const_cast<c10::Storage&>(storage).set_data_ptr(c10::DataPtr()));
     void* dst = fresh.get();
-    launchKernel(getCurrentNPUStream(device), "aten::resize_", [old, dst, oldBytes] {
-      std::memcpy(dst, old->get(), oldBytes);
-    });
+    launchKernel(getCurrentNPUStream(device), "aten::resize_",
+                 [old, dst, oldBytes] { std::memcpy(dst, old->get(), oldBytes); });
   }
   const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
   const_cast<c10::Storage&>(storage).set_nbytes(nbytes);
@@ -95,8 +93,8 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
   return self;
 }
 
-at::Tensor asStrided(const at::Tensor& self, c10::SymIntArrayRef size,
-                     c10::SymIntArrayRef stride, std::optional<c10::SymInt> storage_offset) {
+at::Tensor asStrided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                     std::optional<c10::SymInt> storage_offset) {
   return at::native::as_strided_tensorimpl(
       self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
       storage_offset.has_value() ? std::optional<int64_t>(storage_offset->expect_int())

@@ -3,6 +3,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
+#include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "core/NPUCachingAllocator.h"
@@ -34,6 +35,13 @@ void deferRelease(void* user, void (*destroy)(void*)) noexcept {
   }
 }
 
+void initExecutorThread() noexcept {
+  thread_local bool initialised = false;
+  if (initialised) return;
+  initialised = true;
+  at::init_num_threads();
+}
+
 void releaseDeferred() noexcept {
   // relaxed load first: the common case (nothing parked) costs one read.
   if (gDeferred.load(std::memory_order_relaxed) == nullptr) return;
@@ -59,8 +67,7 @@ at::Tensor emptyNpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::Scala
                     c10::DeviceIndex device) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   constexpr c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
-  return at::detail::empty_strided_generic(sizes, strides, NPUCachingAllocator::get(), keys,
-                                           dtype);
+  return at::detail::empty_strided_generic(sizes, strides, NPUCachingAllocator::get(), keys, dtype);
 }
 
 }  // namespace c10_npu::aten

@@ -64,6 +64,12 @@ void deferRelease(void* user, void (*destroy)(void*)) noexcept;
 // Destroys everything parked so far. Thread-safe; call on host threads only.
 void releaseDeferred() noexcept;
 
+// Configures the calling executor thread's intra-op parallelism (OpenMP and
+// BLAS thread counts are per thread) like PyTorch's own threads, once per
+// thread; otherwise kernels on executors may run with a different number of
+// threads than the same kernels on the host. Cheap after the first call.
+void initExecutorThread() noexcept;
+
 template <typename F>
 void destroyCallable(void* user) {
   std::unique_ptr<F> owned(static_cast<F*>(user));
@@ -75,7 +81,9 @@ int runKernel(void* user, char* errorBuf, size_t errorBufSize) {
   // run below autograd so that CPU kernels never record graphs. See
   // Note [Ops run on streams].
   try {
-    c10::impl::ExcludeDispatchKeyGuard noAutograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+    initExecutorThread();
+    c10::impl::ExcludeDispatchKeyGuard noAutograd(
+        c10::autograd_dispatch_keyset_with_ADInplaceOrView);
     (*static_cast<F*>(user))();
     return 0;
   } catch (const c10::Error& e) {

@@ -25,8 +25,8 @@ Mode modeFromEnvironment() {
   const char* v = std::getenv("TORCH_NPU_EXTERNAL_STREAM_MODE");
   if (v == nullptr || v[0] == '\0' || std::strcmp(v, "compat") == 0) return Mode::kCompat;
   if (std::strcmp(v, "full") == 0) return Mode::kFull;
-  TORCH_CHECK(false, "TORCH_NPU_EXTERNAL_STREAM_MODE should be 'compat' or 'full', got '", v,
-              "'", NPU_ERROR_SUFFIX);
+  TORCH_CHECK(false, "TORCH_NPU_EXTERNAL_STREAM_MODE should be 'compat' or 'full', got '", v, "'",
+              NPU_ERROR_SUFFIX);
 }
 
 std::atomic<int>& modeStorage() {
@@ -86,13 +86,12 @@ void setMode(Mode m) { modeStorage().store(static_cast<int>(m), std::memory_orde
 
 std::pair<c10::DeviceIndex, c10::StreamId> registerStream(npuStream_t handle,
                                                           c10::DeviceIndex device) {
-  TORCH_CHECK(handle != nullptr, "External NPU stream does not support nullptr.",
-              NPU_ERROR_SUFFIX);
+  TORCH_CHECK(handle != nullptr, "External NPU stream does not support nullptr.", NPU_ERROR_SUFFIX);
   subscribeOnce();
   int owner = -1;
   const npuError_t status = npuStreamGetDevice(handle, &owner);
-  TORCH_CHECK(status == npuSuccess, "Invalid external NPU stream handle ", hexHandle(handle),
-              ": ", npuGetErrorName(status), " (", npuGetLastErrorMessage(),
+  TORCH_CHECK(status == npuSuccess, "Invalid external NPU stream handle ", hexHandle(handle), ": ",
+              npuGetErrorName(status), " (", npuGetLastErrorMessage(),
               "). Pass a handle created by npuStreamCreate that has not been destroyed.",
               NPU_ERROR_SUFFIX);
   if (device == -1) {
@@ -101,8 +100,7 @@ std::pair<c10::DeviceIndex, c10::StreamId> registerStream(npuStream_t handle,
     device = checkedDeviceIndex(device);
     TORCH_CHECK(device == owner, "External NPU stream ", hexHandle(handle),
                 " belongs to device npu:", owner, ", but device npu:", static_cast<int>(device),
-                " was given. Pass device=None to use the stream's own device.",
-                NPU_ERROR_SUFFIX);
+                " was given. Pass device=None to use the stream's own device.", NPU_ERROR_SUFFIX);
   }
   Registry& reg = registries()[device];
   std::lock_guard<std::mutex> lock(reg.mutex);
@@ -121,8 +119,8 @@ std::pair<c10::DeviceIndex, c10::StreamId> registerStream(npuStream_t handle,
 }
 
 npuStream_t lookup(c10::DeviceIndex device, c10::StreamId id) {
-  TORCH_CHECK(device >= 0 && device < kMaxDevices, "Invalid device_index: ",
-              static_cast<int>(device), NPU_ERROR_SUFFIX);
+  TORCH_CHECK(device >= 0 && device < kMaxDevices,
+              "Invalid device_index: ", static_cast<int>(device), NPU_ERROR_SUFFIX);
   Registry& reg = registries()[device];
   const c10::StreamId index = id & (kExternalStreamMarker - 1);
   std::lock_guard<std::mutex> lock(reg.mutex);

@@ -12,12 +12,7 @@
 namespace c10_npu {
 
 NPUEvent::~NPUEvent() {
-  if (event_ == nullptr) return;
-  if (last_stream_.has_value()) {
-    queue::destroyEvent(*last_stream_, event_);
-  } else {
-    (void)npuEventDestroy(event_);
-  }
+  if (event_ != nullptr) queue::destroyEvent(event_);
 }
 
 void NPUEvent::moveFrom(NPUEvent& other) noexcept {
@@ -72,13 +67,6 @@ void NPUEvent::record(const NPUStream& stream) {
   TORCH_CHECK(device_index_ == stream.device_index(), "Event device ",
               static_cast<int>(device_index_), " does not match recording stream's device ",
               static_cast<int>(stream.device_index()), ".", NPU_ERROR_SUFFIX);
-  // A destroy must come after every record and wait of this event. If the
-  // previous use went through another queue, make sure it was submitted
-  // before this queue takes over as the event's "last" queue.
-  if (last_stream_.has_value() &&
-      queue::queueIdentity(*last_stream_) != queue::queueIdentity(stream)) {
-    queue::drain(*last_stream_);
-  }
   queue::recordEvent(stream, event_);
   was_recorded_ = true;
   last_stream_ = stream;
@@ -93,7 +81,6 @@ void NPUEvent::block(const NPUStream& stream) {
   if (last_stream_.has_value() &&
       queue::queueIdentity(*last_stream_) != queue::queueIdentity(stream)) {
     queue::drain(*last_stream_);
-    last_stream_ = stream;  // the destroy must now follow this wait
   }
   queue::waitEvent(stream, event_);
 }
@@ -106,8 +93,7 @@ void NPUEvent::synchronize() const {
 
 float NPUEvent::elapsed_time(const NPUEvent& other) const {
   TORCH_CHECK(!(flags_ & npuEventDisableTiming) && !(other.flags_ & npuEventDisableTiming),
-              "Both events must be created with argument 'enable_timing=True'.",
-              NPU_ERROR_SUFFIX);
+              "Both events must be created with argument 'enable_timing=True'.", NPU_ERROR_SUFFIX);
   TORCH_CHECK(was_recorded_ && other.was_recorded_,
               "Both events must be recorded before calculating elapsed time.", NPU_ERROR_SUFFIX);
   synchronize();

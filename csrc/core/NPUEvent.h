@@ -77,8 +77,7 @@ class NPUEvent {
   npuEvent_t event_ = nullptr;
   bool was_recorded_ = false;
   // The stream of the latest record: its queue must be drained before the
-  // runtime sees the record (query, synchronize), and the event is destroyed
-  // through that queue so the destroy is ordered after the record.
+  // runtime can see the record (query, synchronize, a wait through another queue).
   std::optional<NPUStream> last_stream_;
 };
 

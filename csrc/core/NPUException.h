@@ -28,11 +28,11 @@ std::string formatRuntimeError(const char* expr, npuError_t status);
 
 // Throws c10::Error if the npurt call does not return npuSuccess.
 // Thread-safe (uses the calling thread's last-error message).
-#define NPU_CHECK(EXPR)                                                              \
-  do {                                                                               \
-    const npuError_t npu_check_status_ = (EXPR);                                     \
-    if (C10_UNLIKELY(npu_check_status_ != npuSuccess)) {                             \
-      TORCH_CHECK(false, ::c10_npu::formatRuntimeError(#EXPR, npu_check_status_),    \
-                  NPU_ERROR_SUFFIX);                                                 \
-    }                                                                                \
+#define NPU_CHECK(EXPR)                                                           \
+  do {                                                                            \
+    const npuError_t npu_check_status_ = (EXPR);                                  \
+    if (C10_UNLIKELY(npu_check_status_ != npuSuccess)) {                          \
+      TORCH_CHECK(false, ::c10_npu::formatRuntimeError(#EXPR, npu_check_status_), \
+                  NPU_ERROR_SUFFIX);                                              \
+    }                                                                             \
   } while (0)

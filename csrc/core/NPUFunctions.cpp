@@ -37,9 +37,7 @@ c10::DeviceIndex current_device() {
   return static_cast<c10::DeviceIndex>(device);
 }
 
-void set_device(c10::DeviceIndex device) {
-  NPU_CHECK(npuSetDevice(checkedDeviceIndex(device)));
-}
+void set_device(c10::DeviceIndex device) { NPU_CHECK(npuSetDevice(checkedDeviceIndex(device))); }
 
 c10::DeviceIndex exchange_device(c10::DeviceIndex device) {
   c10::DeviceIndex previous = current_device();

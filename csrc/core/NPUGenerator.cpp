@@ -58,9 +58,8 @@ void NPUGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
               "Expected the RNG state to be a torch.ByteTensor, but got ", new_state.dtype(),
               NPU_ERROR_SUFFIX);
-  TORCH_CHECK(static_cast<size_t>(new_state.numel()) == kStateSize,
-              "Expected an RNG state of ", kStateSize, " bytes, but got ", new_state.numel(),
-              NPU_ERROR_SUFFIX);
+  TORCH_CHECK(static_cast<size_t>(new_state.numel()) == kStateSize, "Expected an RNG state of ",
+              kStateSize, " bytes, but got ", new_state.numel(), NPU_ERROR_SUFFIX);
   uint64_t values[2];
   std::memcpy(values, new_state.data(), kStateSize);
   seed_ = values[0];
@@ -115,6 +114,5 @@ uint64_t reserveSeed(const std::optional<at::Generator>& gen, c10::DeviceIndex d
   std::lock_guard<std::mutex> lock(impl->mutex_);
   return impl->reserveSeedLocked();
 }
-
 
 }  // namespace c10_npu

@@ -38,9 +38,7 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     set_device(d.index());
   }
 
-  void uncheckedSetDevice(c10::Device d) const noexcept override {
-    (void)npuSetDevice(d.index());
-  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override { (void)npuSetDevice(d.index()); }
 
   c10::Stream getStream(c10::Device d) const override {
     return getCurrentNPUStream(d.index()).unwrap();
@@ -65,21 +63,15 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return previous.unwrap();
   }
 
-  void* getStreamNativeHandle(const c10::Stream s) const override {
-    return NPUStream(s).stream();
-  }
+  void* getStreamNativeHandle(const c10::Stream s) const override { return NPUStream(s).stream(); }
 
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
 
-  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
+  void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
     if (event == nullptr) return;
-    // Through the queue of the device's current stream: ordered after the
-    // records and waits queued there. See NPUEvent::~NPUEvent for the rule.
-    try {
-      queue::destroyEvent(getCurrentNPUStream(device_index), static_cast<npuEvent_t>(event));
-    } catch (...) {
-      (void)npuEventDestroy(static_cast<npuEvent_t>(event));
-    }
+    // Records and waits of the event may still sit in task queues; see
+    // queue::destroyEvent.
+    queue::destroyEvent(static_cast<npuEvent_t>(event));
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -91,8 +83,10 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     external::checkManagedOnly(npu_stream, "NPUGuardImpl::record");
     auto* npu_event = static_cast<npuEvent_t*>(static_cast<void*>(event));
     if (*npu_event == nullptr) {
-      unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? npuEventDisableTiming
-                                                                : npuEventDefault;
+      // As CUDA's guard: PyTorch's default is timing disabled; the backend's
+      // default (what torch.Event(enable_timing=True) asks for) measures time.
+      const unsigned flags =
+          flag == c10::EventFlag::BACKEND_DEFAULT ? npuEventDefault : npuEventDisableTiming;
       npurt::DeviceGuard guard(stream.device_index());
       NPU_CHECK(npuEventCreateWithFlags(npu_event, flags));
     }
@@ -105,13 +99,13 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     external::checkManagedOnly(npu_stream, "NPUGuardImpl::block");
     // Records from the generic API go through the queue of the recording
     // stream's device; a wait through another queue must not overtake it.
-    queue::drainDevice(getEventDevice(event));
+    drainForEvent(event);
     queue::waitEvent(npu_stream, static_cast<npuEvent_t>(event));
   }
 
   bool queryEvent(void* event) const override {
     if (event == nullptr) return true;
-    queue::drainDevice(getEventDevice(event));
+    drainForEvent(event);
     const npuError_t status = npuEventQuery(static_cast<npuEvent_t>(event));
     if (status == npuErrorNotReady) return false;
     NPU_CHECK(status);
@@ -120,14 +114,13 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeEvent(void* event) const override {
     if (event == nullptr) return;
-    queue::drainDevice(getEventDevice(event));
+    drainForEvent(event);
     NPU_CHECK(npuEventSynchronize(static_cast<npuEvent_t>(event)));
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {
     TORCH_CHECK(start != nullptr && end != nullptr,
-                "Both events must be recorded before calculating elapsed time.",
-                NPU_ERROR_SUFFIX);
+                "Both events must be recorded before calculating elapsed time.", NPU_ERROR_SUFFIX);
     synchronizeEvent(start);
     synchronizeEvent(end);
     float ms = 0.0f;
@@ -137,8 +130,7 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                 "Both events must be created with argument 'enable_timing=True'.",
                 NPU_ERROR_SUFFIX);
     TORCH_CHECK(status != npuErrorEventNotRecorded,
-                "Both events must be recorded before calculating elapsed time.",
-                NPU_ERROR_SUFFIX);
+                "Both events must be recorded before calculating elapsed time.", NPU_ERROR_SUFFIX);
     NPU_CHECK(status);
     return ms;
   }
@@ -153,16 +145,25 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     device_synchronize(device_index);
   }
 
-  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr,
+                             const c10::Stream& stream) const override {
     NPUCachingAllocator::recordStream(data_ptr, NPUStream(stream));
   }
 
  private:
-  static c10::DeviceIndex getEventDevice(void* event) {
+  // Drains the queue(s) that may still hold the event's latest record. The
+  // runtime knows the event's device only once a record was submitted; until
+  // then, drain every device (rare: the first use of a fresh event).
+  static void drainForEvent(void* event) {
     int device = -1;
     NPU_CHECK(npuEventGetDevice(static_cast<npuEvent_t>(event), &device));
-    return static_cast<c10::DeviceIndex>(device < 0 ? current_device() : device);
+    if (device >= 0) {
+      queue::drainDevice(static_cast<c10::DeviceIndex>(device));
+      return;
+    }
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) queue::drainDevice(d);
   }
+
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NPUGuardImpl);

@@ -42,9 +42,7 @@ struct NPUHooks final : public at::PrivateUse1HooksInterface {
     }
     return at::Device(c10::DeviceType::CPU);
   }
-  bool isPinnedPtr(const void* data) const override {
-    return NPUHostAllocator::isPinnedPtr(data);
-  }
+  bool isPinnedPtr(const void* data) const override { return NPUHostAllocator::isPinnedPtr(data); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return NPUHostAllocator::get(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };

@@ -95,9 +95,9 @@ c10::StreamId makeId(StreamIdType kind, int index) {
 }
 
 NPUStream makeStream(c10::DeviceIndex device, c10::StreamId id) {
-  return NPUStream(NPUStream::UNCHECKED,
-                   c10::Stream(c10::Stream::UNSAFE,
-                               c10::Device(c10::DeviceType::PrivateUse1, device), id));
+  return NPUStream(
+      NPUStream::UNCHECKED,
+      c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
 }
 
 bool isExternalId(c10::StreamId id) { return (id & kExternalStreamMarker) != 0; }
@@ -146,8 +146,12 @@ c10::DeviceIndex checkedDeviceIndex(c10::DeviceIndex device) {
 
 NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream_.device_type() == c10::DeviceType::PrivateUse1,
-              "Expected a npu stream, but got a stream of device type ",
-              stream_.device_type(), NPU_ERROR_SUFFIX);
+              "Expected a npu stream, but got a stream of device type ", stream_.device_type(),
+              NPU_ERROR_SUFFIX);
+  // A c10::Stream can carry any id (torch.Stream(stream_id=...) does not
+  // validate): validate it here, so a bad id is a user error at the API that
+  // received it, never an internal assert later.
+  (void)unpack3(stream_.id(), stream_.device_index(), stream_.device_type());
 }
 
 StreamIdType NPUStream::kind() const {
@@ -225,9 +229,8 @@ NPUStream NPUStream::unpack3(c10::StreamId stream_id, c10::DeviceIndex device_in
                   " (the default and secondary streams have index 0)", NPU_ERROR_SUFFIX);
       break;
     case StreamIdType::SYNCLAUNCH:
-      TORCH_CHECK(index < kSyncLaunchStreamsPerDevice, "Invalid sync launch stream index ",
-                  index, " (pool size is ", kSyncLaunchStreamsPerDevice, ")",
-                  NPU_ERROR_SUFFIX);
+      TORCH_CHECK(index < kSyncLaunchStreamsPerDevice, "Invalid sync launch stream index ", index,
+                  " (pool size is ", kSyncLaunchStreamsPerDevice, ")", NPU_ERROR_SUFFIX);
       break;
     case StreamIdType::NORMAL:
     case StreamIdType::HIGH:

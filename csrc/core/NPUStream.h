@@ -67,7 +67,8 @@ class NPUStream {
  public:
   enum Unchecked { UNCHECKED };
 
-  // Wraps a c10::Stream; its device type must be PrivateUse1 (npu).
+  // Wraps a c10::Stream, validating it like unpack3 (device type npu, a valid
+  // device index, an id that names a stream).
   explicit NPUStream(c10::Stream stream);
   // Wraps without checking; for callers that already know.
   explicit NPUStream(Unchecked, c10::Stream stream) : stream_(stream) {}

@@ -26,8 +26,11 @@ struct Item {
   enum class Kind : uint8_t { kLaunch, kRecord, kWait, kDestroyEvent };
   Kind kind = Kind::kLaunch;
   npuStream_t stream = nullptr;
-  npuTask task{};                // kLaunch
-  npuEvent_t event = nullptr;    // kRecord, kWait
+  npuTask task{};              // kLaunch
+  npuEvent_t event = nullptr;  // kRecord, kWait, kDestroyEvent
+  // kDestroyEvent: one item per queue; the consumer that takes the count to
+  // zero destroys the event.
+  std::shared_ptr<std::atomic<int>> remaining;
 };
 
 const char* itemName(const Item& item) {
@@ -62,7 +65,10 @@ std::string submit(Item& item) {
       status = npuStreamWaitEvent(item.stream, item.event, 0);
       break;
     case Item::Kind::kDestroyEvent:
-      (void)npuEventDestroy(item.event);  // a destroy cannot fail usefully
+      // acq_rel: the last consumer must see the others' submissions.
+      if (item.remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        (void)npuEventDestroy(item.event);  // a destroy cannot fail usefully
+      }
       break;
   }
   if (status == npuSuccess) return {};
@@ -167,7 +173,7 @@ class Queue {
   int drainWaiters_ = 0;            // guarded by mutex_
   std::string error_;               // guarded by mutex_; first consumer failure
   std::atomic<bool> pending_{false};
-  std::thread consumer_;            // last member: starts after the rest exist
+  std::thread consumer_;  // last member: starts after the rest exist
 };
 
 // Queues are created lazily and leaked on purpose: their consumer threads may
@@ -205,8 +211,7 @@ Config readConfig() {
     } else if (std::strcmp(tq, "2") == 0) {
       c.mode = Mode::kBusyPoll;
     } else {
-      TORCH_CHECK(false, "TASK_QUEUE_ENABLE should be 0, 1 or 2, got '", tq, "'",
-                  NPU_ERROR_SUFFIX);
+      TORCH_CHECK(false, "TASK_QUEUE_ENABLE should be 0, 1 or 2, got '", tq, "'", NPU_ERROR_SUFFIX);
     }
   }
   c.launchBlocking = parseFlag("ASCEND_LAUNCH_BLOCKING", std::getenv("ASCEND_LAUNCH_BLOCKING"), 1,
@@ -247,8 +252,9 @@ Queue* queueFor(const NPUStream& stream, bool create = true) {
 
 void launchBlockingSync(npuStream_t raw, const char* name) {
   const npuError_t status = npuStreamSynchronize(raw);
-  TORCH_CHECK(status == npuSuccess, name != nullptr ? name : "task", " failed: ",
-              npuGetErrorName(status), ": ", npuGetLastErrorMessage(), NPU_ERROR_SUFFIX);
+  TORCH_CHECK(status == npuSuccess, name != nullptr ? name : "task",
+              " failed: ", npuGetErrorName(status), ": ", npuGetLastErrorMessage(),
+              NPU_ERROR_SUFFIX);
 }
 
 void pushOrRun(const NPUStream& stream, Item&& item) {
@@ -316,26 +322,38 @@ void waitEvent(const NPUStream& stream, npuEvent_t event) {
   pushOrRun(stream, std::move(item));
 }
 
-void destroyEvent(const NPUStream& stream, npuEvent_t event) noexcept {
+void destroyEvent(npuEvent_t event) noexcept {
+  std::vector<Queue*> targets;
   try {
-    Queue* q = queueFor(stream);
-    if (q != nullptr) {
-      Item item;
-      item.kind = Item::Kind::kDestroyEvent;
-      item.event = event;
-      q->push(std::move(item));
-      return;
-    }
+    Queues& qs = allQueues();
+    std::lock_guard<std::mutex> lock(qs.mutex);
+    for (auto& owned : qs.owned) targets.push_back(owned.get());
   } catch (...) {
-    // Fall through: destroy directly (a queue error is raised elsewhere).
+    targets.clear();
   }
-  (void)npuEventDestroy(event);
+  if (targets.empty()) {
+    (void)npuEventDestroy(event);  // no queue exists: nothing can still name it
+    return;
+  }
+  auto remaining = std::make_shared<std::atomic<int>>(static_cast<int>(targets.size()));
+  for (Queue* q : targets) {
+    Item item;
+    item.kind = Item::Kind::kDestroyEvent;
+    item.event = event;
+    item.remaining = remaining;
+    try {
+      q->push(std::move(item));
+    } catch (...) {
+      // push raised a stored consumer error: count this queue as done so the
+      // event is still destroyed exactly once.
+      if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) (void)npuEventDestroy(event);
+    }
+  }
 }
 
 void drain(const NPUStream& stream) {
   if (!config().queued() || stream.isSyncLaunchStream()) return;
-  if (config().perStreamQueue && stream.isExternal() &&
-      external::mode() != external::Mode::kFull) {
+  if (config().perStreamQueue && stream.isExternal() && external::mode() != external::Mode::kFull) {
     return;  // never enqueued (refused), so nothing to drain
   }
   if (Queue* q = queueFor(stream, /*create=*/false)) q->drain();
@@ -359,8 +377,7 @@ void drainDevice(c10::DeviceIndex device) {
 
 bool hasPending(const NPUStream& stream) {
   if (!config().queued() || stream.isSyncLaunchStream()) return false;
-  if (config().perStreamQueue && stream.isExternal() &&
-      external::mode() != external::Mode::kFull) {
+  if (config().perStreamQueue && stream.isExternal() && external::mode() != external::Mode::kFull) {
     return false;
   }
   Queue* q = queueFor(stream, /*create=*/false);
@@ -368,8 +385,7 @@ bool hasPending(const NPUStream& stream) {
 }
 
 const void* queueIdentity(const NPUStream& stream) {
-  if (config().perStreamQueue && stream.isExternal() &&
-      external::mode() != external::Mode::kFull) {
+  if (config().perStreamQueue && stream.isExternal() && external::mode() != external::Mode::kFull) {
     return nullptr;
   }
   return queueFor(stream);

@@ -64,10 +64,12 @@ void launch(const NPUStream& stream, const npuTask& task);
 void recordEvent(const NPUStream& stream, npuEvent_t event);
 void waitEvent(const NPUStream& stream, npuEvent_t event);
 
-// Destroys a runtime event after everything already queued for `stream`
-// (so after records and waits of it queued there). Never raises: failures are
-// ignored, as a destructor requires. Thread-safe.
-void destroyEvent(const NPUStream& stream, npuEvent_t event) noexcept;
+// Destroys a runtime event once every item already pushed to any queue has
+// been submitted (records and waits of the event may sit in several queues:
+// another device's, or other streams' with PER_STREAM_QUEUE=1). Does not
+// block: a destroy item goes into each queue, and the last one submitted
+// destroys the event. Never raises, as destructors require. Thread-safe.
+void destroyEvent(npuEvent_t event) noexcept;
 
 // See Note [Task queue drain rule]. drain() covers the queue `stream` uses;
 // drainDevice() every queue of the device. Thread-safe.

@@ -9,6 +9,10 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <string>
 #include <tuple>
 
@@ -58,9 +62,52 @@ py::dict memoryStats(int64_t device) {
   return d;
 }
 
+// Gates for tests: a task that holds its stream until released. This is how
+// the tests prove that ops run on the device later, not on the calling thread,
+// without sleeping. See tests/python/test_ops.py.
+struct Gates {
+  std::mutex mutex;
+  int64_t next = 1;
+  std::unordered_map<int64_t, std::shared_ptr<std::promise<void>>> open;
+};
+
+Gates& gates() {
+  static auto* g = std::make_unique<Gates>().release();  // leaked: used by executors at exit
+  return *g;
+}
+
+int64_t blockStream(int64_t id, int64_t idx, int64_t type) {
+  NPUStream s = unpack(id, idx, type);
+  auto promise = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = promise->get_future().share();
+  int64_t handle = 0;
+  {
+    std::lock_guard<std::mutex> lock(gates().mutex);
+    handle = gates().next++;
+    gates().open.emplace(handle, promise);
+  }
+  aten::launchKernel(s, "testing::gate", [released] { released.wait(); });
+  return handle;
+}
+
+void releaseGate(int64_t handle) {
+  std::shared_ptr<std::promise<void>> promise;
+  {
+    std::lock_guard<std::mutex> lock(gates().mutex);
+    auto it = gates().open.find(handle);
+    TORCH_CHECK(it != gates().open.end(), "Unknown or already released gate handle ", handle,
+                NPU_ERROR_SUFFIX);
+    promise = it->second;
+    gates().open.erase(it);
+  }
+  promise->set_value();
+}
+
 }  // namespace
 
 void initModule(py::module_& m) {
+  m.def("_testing_block_stream", &blockStream);
+  m.def("_testing_release", &releaseGate);
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
   m.def("_npu_init", [] { return static_cast<int>(device_count_ensure_non_zero()); });
   m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
@@ -158,9 +205,12 @@ void initModule(py::module_& m) {
   });
 }
 
+void initStreams(py::module_& m);  // Streams.cpp
+void initNpurt(py::module_& m);    // Npurt.cpp
 }  // namespace c10_npu::python
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native extension (simulated NPU backend)";
   c10_npu::python::initModule(m);
+  c10_npu::python::initStreams(m), c10_npu::python::initNpurt(m);
 }

@@ -1,4 +1,9 @@
-"""Streams and events of the simulated NPU (``torch_npu.npu.streams``)."""
+"""Streams and events of the simulated NPU (``torch_npu.npu.streams``).
+
+The classes wrap the C types ``torch_npu._C._NPUStreamBase`` (a subclass of
+``torch.Stream``) and ``torch_npu._C._NPUEventBase`` (a subclass of
+``torch.Event``), so PyTorch's generic stream code accepts them.
+"""
 
 import ctypes
 from typing import Any, Optional, Union
@@ -7,84 +12,88 @@ import torch
 
 from .. import _C
 
-__all__ = ["Stream", "Event"]
+__all__ = ["Stream", "Event", "SyncLaunchStream", "ExternalStream", "ExternalEvent"]
 
 _DeviceLike = Union[torch.device, str, int, None]
 
+_StreamBase = _C._NPUStreamBase
+_EventBase = _C._NPUEventBase
+
 
 def _device_index(device: _DeviceLike) -> int:
-    """Index of an npu device given as torch.device, 'npu:N', int or None (current)."""
+    """Index of an npu device given as torch.device, 'npu:N', int or None (-1 = current)."""
     if device is None:
         return -1
+    if isinstance(device, bool):
+        raise TypeError("Expected a torch.device, str, int or None, but got bool")
     if isinstance(device, int):
         return device
     if isinstance(device, str):
         device = torch.device(device)
     if not isinstance(device, torch.device):
-        raise TypeError(f"Expected a torch.device, str or int, but got {type(device).__name__}")
+        raise TypeError(f"Expected a torch.device, str, int or None, but got {type(device).__name__}")
     if device.type != "npu":
         raise ValueError(f"Expected a npu device, but got: {device}")
     return -1 if device.index is None else device.index
 
 
-class Stream(torch.Stream):
+class Stream(_StreamBase):
     r"""Wrapper around a stream of the simulated NPU.
 
-    A stream is an in-order queue of work on one device. Work queued on
-    different streams may run concurrently.
+    A stream is an in-order queue of work on one device; work queued on
+    different streams may run concurrently. Streams come from per-device pools
+    (round robin) and live until process exit.
 
     Args:
         device (torch.device or int, optional): the device of the stream; the
-            current device if ``None``.
-        priority (int, optional): ``-1`` (high) or ``0`` (normal, default).
+            current device if ``None`` (default) or a negative integer.
+        priority (int, optional): ``<= -1`` gives a high-priority stream, anything
+            else a normal one (default ``0``).
+        **kwargs: ``is_sync_launch`` (a stream whose launches bypass the task
+            queue), or ``stream_id``, ``device_index`` and ``device_type`` to
+            rebuild a stream from its triple (validated), or ``stream_ptr`` (see
+            :class:`ExternalStream`).
     """
 
-    def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
-        if {"stream_id", "device_index", "device_type"} & kwargs.keys():
-            triple = _C._npu_validateStream(
-                kwargs.get("stream_id", 0), kwargs.get("device_index", 0), kwargs.get("device_type", 0)
-            )
-        else:
-            triple = _C._npu_getStreamFromPool(priority, _device_index(device))
-        return super().__new__(cls, stream_id=triple[0], device_index=triple[1], device_type=triple[2])
+    def __new__(cls, device=None, priority=0, **kwargs):  # type: (_DeviceLike, int, **Any) -> "Stream"
+        return _StreamBase.__new__(cls, device, priority, **kwargs)
 
-    def _triple(self) -> tuple:
-        return (self.stream_id, self.device_index, self.device_type)
+    def wait_event(self, event):  # type: ("Event") -> None
+        r"""Make all future work submitted to this stream wait for ``event``.
 
-    def wait_event(self, event: "Event") -> None:
-        r"""Make all future work on this stream wait for ``event``."""
+        Returns at once: only future work is affected.
+        """
         event.wait(self)
 
-    def wait_stream(self, stream: "Stream") -> None:
+    def wait_stream(self, stream):  # type: ("Stream") -> None
         r"""Make all future work on this stream wait for the work queued on ``stream`` so far."""
         self.wait_event(stream.record_event())
 
-    def record_event(self, event: Optional["Event"] = None) -> "Event":
+    def record_event(self, event=None):  # type: (Optional["Event"]) -> "Event"
         r"""Record ``event`` (a new :class:`Event` if ``None``) on this stream and return it."""
         if event is None:
             event = Event()
         event.record(self)
         return event
 
-    def query(self) -> bool:
-        r"""True if all work queued on this stream has completed."""
-        return _C._npu_streamQuery(*self._triple())
+    def query(self):  # type: () -> bool
+        r"""True if all work submitted to this stream has completed."""
+        return super().query()
 
-    def synchronize(self) -> None:
-        r"""Wait until all work queued on this stream has completed."""
-        _C._npu_streamSynchronize(*self._triple())
+    def synchronize(self):  # type: () -> None
+        r"""Wait until all work submitted to this stream has completed (releases the GIL)."""
+        super().synchronize()
 
-    @property
-    def npu_stream(self) -> int:
-        r"""The runtime handle as an int. Reading it drains the task queue first."""
-        return _C._npu_streamHandle(*self._triple())
+    def set_data_preprocess_stream(self, is_data_preprocess_stream=False):  # type: (bool) -> None
+        r"""Mark the stream as a data-preprocess stream (accepted; no effect on the simulated NPU)."""
+        super().set_data_preprocess_stream(is_data_preprocess_stream)
 
     @property
     def _as_parameter_(self) -> ctypes.c_void_p:
         return ctypes.c_void_p(self.npu_stream)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, torch.Stream):
+        if isinstance(other, Stream):
             return super().__eq__(other)
         return False
 
@@ -95,33 +104,247 @@ class Stream(torch.Stream):
         return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.npu_stream:#x}>"
 
 
-class Event(torch.Event):
-    r"""Wrapper around an event of the simulated NPU.
+class ExternalStream(Stream):
+    r"""Wrapper around a stream created outside PyTorch (by another library through npurt).
 
-    The runtime event is created lazily, on the first record, on the device
-    of the recording stream. An event never recorded queries ``True``.
+    Wrapping a raw handle registers it in the device's external-stream registry:
+    the same handle always gives the same ``stream_id``, so two wrappers of one
+    handle compare equal. The stream can be made current (``with
+    torch_npu.npu.stream(ext):``) and ops then run on it; device-wide
+    :func:`torch_npu.npu.synchronize` covers it.
+
+    .. note:: PyTorch never owns an external stream: the library that created it
+       destroys it, and must keep it alive while PyTorch work may be queued on
+       it. When the runtime destroys it, its registry entry is dropped: a later
+       stream at the same address is a new entry, and wrappers of the destroyed
+       stream raise ``RuntimeError`` on use.
+
+    .. note:: ``priority`` and ``is_sync_launch`` must keep their defaults; passing
+       them raises ``RuntimeError``.
 
     Args:
-        enable_timing (bool, optional): whether the event measures time.
-        blocking (bool, optional): accepted for compatibility.
-        interprocess (bool, optional): accepted for compatibility.
+        stream_ptr (int): the ``npuStream_t`` handle as an integer. ``0`` is a
+            ``ValueError`` (it means "no stream").
+        device (torch.device or int, optional): the device of the stream. ``None``
+            (default) takes the device the handle belongs to; a device that
+            disagrees with the handle's is a ``RuntimeError``.
+
+    Checks beyond torch_npu (always on): ``stream_ptr=0`` → ``ValueError``;
+    ``stream_ptr`` together with a non-zero ``stream_id``/``device_index``/
+    ``device_type`` → ``ValueError``; a garbage or destroyed handle →
+    ``RuntimeError`` naming the handle.
+
+    Unsupported scenarios in compat mode (the default; they raise ``RuntimeError``
+    with torch_npu's messages):
+
+    .. list-table::
+        :widths: 35 65
+        :header-rows: 1
+
+        * - API
+          - Description
+        * - ``synchronize()``
+          - Caller must synchronize the external stream externally.
+        * - ``query()``
+          - Caller must track stream completion externally.
+        * - ``record_event()`` / ``Event.record(ext)`` /
+            ``ExternalEvent.record(ext)``
+          - Event recording on an external stream is not supported.
+        * - ``wait_event(event)`` / ``wait_stream(stream)`` /
+            ``Event.wait(ext)`` / ``ExternalEvent.wait(ext)``
+          - Event waiting on an external stream is not supported.
+        * - ``Tensor.record_stream(ext)``
+          - Caching allocator stream tracking is not supported.
+        * - ``NPUGraph.capture_begin()`` / ``capture_end()``
+          - Graph capture on an external stream is not supported.
+        * - ``graph_task_group_begin`` / ``end`` /
+            ``graph_task_update_begin`` / ``end``
+          - Graph task group APIs are not supported.
+        * - ``super_kernel_scope_begin`` / ``end``
+          - Super kernel scope is not supported.
+        * - ``launch_callback``
+          - Host callback launch is not supported.
+        * - ``subscribe_report`` / ``unsubscribe_report``
+          - Task report subscribe/unsubscribe is not supported.
+        * - the task queue's record / wait event tasks
+          - Async task queue event ops are not supported.
+        * - ``npu_stream`` with ``PER_STREAM_QUEUE=1``
+          - The per-stream task queues do not track external streams.
+
+    The reason: these paths go through the task queue, which in compat mode only
+    tracks the streams torch_npu created itself. In full mode
+    (``TORCH_NPU_EXTERNAL_STREAM_MODE=full`` or
+    ``torch_npu.npu.set_external_stream_mode('full')``) the task queue tracks
+    external streams too, and synchronize, query, event record/wait,
+    ``wait_stream`` and ``record_stream`` work with the same ordering guarantees
+    as on a managed stream. Graph capture, task groups, super-kernel scopes,
+    callbacks and reports are not supported on the simulated NPU in either mode.
+    See docs/EXTERNAL_STREAMS.md.
     """
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
-        return super().__new__(cls, device="npu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+    def __new__(cls, stream_ptr, device=None, **kwargs):  # type: (int, _DeviceLike, **Any) -> "ExternalStream"
+        if stream_ptr is None:
+            raise TypeError("ExternalStream expects stream_ptr to be an int (an npuStream_t handle), but got None")
+        return _StreamBase.__new__(cls, device, stream_ptr=stream_ptr, **kwargs)
 
-    def record(self, stream: Optional[torch.Stream] = None) -> None:
-        r"""Record the event on ``stream`` (the current stream if ``None``)."""
-        if stream is None:
-            from .utils import current_stream
 
-            stream = current_stream()
+class SyncLaunchStream(_StreamBase):
+    r"""A stream whose launches bypass the task queue (torch_npu's sync-launch pool).
+
+    Not a subclass of :class:`Stream`, as in torch_npu. Args as :class:`Stream`.
+    """
+
+    def __new__(cls, device=None, priority=0, **kwargs):  # type: (_DeviceLike, int, **Any) -> "SyncLaunchStream"
+        return _StreamBase.__new__(cls, device, priority, is_sync_launch=1, **kwargs)
+
+    def wait_event(self, event):  # type: ("Event") -> None
+        r"""Make all future work submitted to this stream wait for ``event``."""
+        event.wait(self)
+
+    def wait_stream(self, stream):  # type: ("SyncLaunchStream") -> None
+        r"""Make all future work on this stream wait for the work queued on ``stream`` so far."""
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):  # type: (Optional["Event"]) -> "Event"
+        r"""Record ``event`` (a new :class:`Event` if ``None``) on this stream and return it."""
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def query(self):  # type: () -> bool
+        r"""True if all work submitted to this stream has completed."""
+        return super().query()
+
+    def synchronize(self):  # type: () -> None
+        r"""Wait until all work submitted to this stream has completed."""
+        super().synchronize()
+
+    def set_data_preprocess_stream(self, is_data_preprocess_stream=False):  # type: (bool) -> None
+        r"""Accepted for compatibility; no effect on the simulated NPU."""
+        super().set_data_preprocess_stream(is_data_preprocess_stream)
+
+    @property
+    def _as_parameter_(self) -> ctypes.c_void_p:
+        return ctypes.c_void_p(self.npu_stream)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SyncLaunchStream):
+            return super().__eq__(other)
+        return False
+
+    def __hash__(self) -> int:
+        return hash((self.npu_stream, self.device))
+
+    def __repr__(self) -> str:
+        return f"<torch_npu.npu.SyncLaunchStream device={self.device} npu_stream={self.npu_stream:#x}>"
+
+
+class Event(_EventBase):
+    r"""Wrapper around an event of the simulated NPU.
+
+    The runtime event is created lazily, on the first record, on the device of
+    the recording stream; only streams of that device may record it later, but
+    streams of any device may wait on it. An event never recorded queries
+    ``True``, and waiting on it is a no-op.
+
+    Args:
+        enable_timing (bool, optional): whether the event measures time (default ``False``).
+        blocking (bool, optional): whether :meth:`synchronize` blocks instead of
+            polling (default ``False``; the simulated device always blocks).
+        interprocess (bool, optional): not supported on the simulated NPU (raises).
+    """
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):  # type: (bool, bool, bool) -> "Event"
+        return _EventBase.__new__(
+            cls, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess, graph_external=False
+        )
+
+    @classmethod
+    def from_ipc_handle(cls, device, handle):  # type: (_DeviceLike, bytes) -> "Event"
+        r"""Reconstruct an event from an IPC handle (not supported on the simulated NPU)."""
+        return super().from_ipc_handle(device, handle)
+
+    def record(self, stream=None):  # type: (Optional[torch.Stream]) -> None
+        r"""Record the event on ``stream`` (the current stream if ``None``).
+
+        The stream's device must match the event's device.
+        """
         super().record(stream)
 
-    def wait(self, stream: Optional[torch.Stream] = None) -> None:
-        r"""Make future work on ``stream`` (current if ``None``) wait for this event."""
-        if stream is None:
-            from .utils import current_stream
-
-            stream = current_stream()
+    def wait(self, stream=None):  # type: (Optional[torch.Stream]) -> None
+        r"""Make all future work on ``stream`` (the current stream if ``None``) wait for this event."""
         super().wait(stream)
+
+    def query(self):  # type: () -> bool
+        r"""True if the work captured by the latest record has completed (or never recorded)."""
+        return super().query()
+
+    def elapsed_time(self, end_event):  # type: ("Event") -> float
+        r"""Milliseconds between this event's and ``end_event``'s completion (waits for both)."""
+        return super().elapsed_time(end_event)
+
+    def synchronize(self):  # type: () -> None
+        r"""Wait until the work captured by the latest record has completed (releases the GIL)."""
+        super().synchronize()
+
+    def ipc_handle(self):  # type: () -> bytes
+        r"""IPC handle of this event (not supported on the simulated NPU)."""
+        return super().ipc_handle()
+
+    def recorded_time(self):  # type: () -> int
+        r"""Completion time of the latest record, in microseconds on the runtime's monotonic clock."""
+        return super().recorded_time()
+
+    @property
+    def _as_parameter_(self) -> ctypes.c_void_p:
+        return ctypes.c_void_p(self.npu_event)
+
+    def __repr__(self) -> str:
+        if self.npu_event:
+            return f"<torch_npu.npu.Event {self._as_parameter_.value:#x}>"
+        return "<torch_npu.npu.Event uninitialized>"
+
+
+class ExternalEvent(_EventBase):
+    r"""An event whose :meth:`wait` may be issued before its :meth:`record`.
+
+    ``record`` writes a value when the work queued before it on its stream has
+    finished; ``wait`` makes future work on its stream wait for that value and
+    resets it. One record pairs with one wait: a second wait of the same record
+    raises. Call :meth:`reset` before reusing the event.
+
+    .. note:: On the simulated NPU a wait issued before its record parks the
+       waiting stream behind a *gate* that occupies one executor core of the
+       device until the record runs. A device therefore allows at most
+       ``NPU_SIM_CORES - 1`` such waits at once (one with the default of 2
+       cores); one more raises ``RuntimeError`` instead of risking a deadlock.
+       A wait issued after its record holds no core.
+    """
+
+    def __new__(cls):  # type: () -> "ExternalEvent"
+        return _EventBase.__new__(cls, enable_timing=False, blocking=False, interprocess=False, graph_external=True)
+
+    def record(self, stream=None):  # type: (Optional[torch.Stream]) -> None
+        r"""Write the event's value on ``stream`` (the current stream if ``None``)."""
+        super().record(stream)
+
+    def wait(self, stream=None):  # type: (Optional[torch.Stream]) -> None
+        r"""Make future work on ``stream`` (the current stream if ``None``) wait for the value."""
+        super().wait(stream)
+
+    def reset(self, stream=None):  # type: (Optional[torch.Stream]) -> None
+        r"""Clear the event's pairing state; make sure the work that used it finished first."""
+        super().reset(stream)
+
+    @property
+    def _as_parameter_(self) -> ctypes.c_void_p:
+        return ctypes.c_void_p(self.npu_event)
+
+    def __repr__(self) -> str:
+        if self.npu_event:
+            return f"<torch_npu.npu.ExternalEvent {self._as_parameter_.value:#x}>"
+        return "<torch_npu.npu.ExternalEvent uninitialized>"
+
+
+_C._npu_registerStreamClass(Stream)

@@ -1,7 +1,8 @@
 """Device and stream functions of ``torch_npu.npu`` (``torch_npu.npu.utils``)."""
 
 import threading
-from typing import Any, List, NamedTuple, Optional, Union
+from types import ModuleType
+from typing import Any, Dict, List, NamedTuple, Optional, Union
 
 import torch
 
@@ -18,10 +19,17 @@ __all__ = [
     "device_of",
     "get_device_name",
     "get_device_properties",
+    "get_external_stream_mode",
+    "get_stream_limit",
     "is_available",
+    "is_current_stream_capturing",
     "is_initialized",
+    "npurt",
+    "reset_stream_limit",
     "set_device",
+    "set_external_stream_mode",
     "set_stream",
+    "set_stream_limit",
     "stream",
     "synchronize",
 ]
@@ -45,22 +53,22 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
-def is_initialized() -> bool:
+def is_initialized():  # type: () -> bool
     r"""True once the runtime has been initialised."""
     return _initialized
 
 
-def is_available() -> bool:
+def is_available():  # type: () -> bool
     r"""True if at least one simulated NPU is available."""
     return device_count() > 0
 
 
-def device_count() -> int:
+def device_count():  # type: () -> int
     r"""Number of simulated NPUs (``NPU_SIM_DEVICE_COUNT``)."""
     return _C._npu_getDeviceCount()
 
 
-def current_device() -> int:
+def current_device():  # type: () -> int
     r"""Index of the calling thread's current npu device."""
     _lazy_init()
     return _C._npu_getDevice()
@@ -74,10 +82,12 @@ def _checked_index(device: _DeviceLike, optional: bool = True) -> int:
     index = _device_index(device)
     if index == -1:
         return current_device() if optional else -1
+    if index < -1 or index >= device_count():
+        raise RuntimeError(f"Invalid device_index: {index}. Expected a device index in [0, {device_count()}) or -1.")
     return index
 
 
-def set_device(device: _DeviceLike) -> None:
+def set_device(device):  # type: (_DeviceLike) -> None
     r"""Set the calling thread's current npu device."""
     index = _checked_index(device)
     if index < 0:
@@ -85,8 +95,16 @@ def set_device(device: _DeviceLike) -> None:
     _C._npu_setDevice(index)
 
 
-def synchronize(device: _DeviceLike = None) -> None:
-    r"""Wait until all work queued on every stream of ``device`` (current if ``None``) completed."""
+def synchronize(device=None):  # type: (_DeviceLike) -> None
+    r"""Wait until all work queued on every stream of ``device`` has completed.
+
+    Covers every stream of the device, external streams included, and reports
+    the first failure of a task on the device. Releases the GIL while waiting.
+
+    Args:
+        device (torch.device or int, optional): the device; the current device
+            if ``None`` (default). A non-npu device is a ``ValueError``.
+    """
     if isinstance(device, (torch.device, str)):
         d = torch.device(device) if isinstance(device, str) else device
         if d.type != "npu":
@@ -101,14 +119,14 @@ class _DeviceProperties(NamedTuple):
     multi_processor_count: int
 
 
-def get_device_properties(device: _DeviceLike = None) -> _DeviceProperties:
+def get_device_properties(device=None):  # type: (_DeviceLike) -> _DeviceProperties
     r"""Name, total memory (bytes) and core count of a device."""
     _lazy_init()
     name, total, cores = _C._npu_getDeviceProperties(_checked_index(device))
     return _DeviceProperties(name, total, cores)
 
 
-def get_device_name(device: _DeviceLike = None) -> str:
+def get_device_name(device=None):  # type: (_DeviceLike) -> str
     r"""Name of a device, e.g. ``'NPU-SIM-0'``."""
     return get_device_properties(device).name
 
@@ -120,18 +138,18 @@ class device:
         device (torch.device or int): device to select; ``None`` or ``-1`` is a no-op.
     """
 
-    def __init__(self, device: _DeviceLike) -> None:
+    def __init__(self, device):  # type: (_DeviceLike) -> None
         self.idx = _checked_index(device, optional=False)
         self.prev_idx = -1
 
-    def __enter__(self) -> None:
+    def __enter__(self):  # type: () -> None
         if self.idx == -1:
             return
         self.prev_idx = current_device()
         if self.prev_idx != self.idx:
             _C._npu_setDevice(self.idx)
 
-    def __exit__(self, *args: Any) -> None:
+    def __exit__(self, *args):  # type: (*Any) -> None
         if self.idx != -1 and self.prev_idx != self.idx:
             _C._npu_setDevice(self.prev_idx)
 
@@ -139,73 +157,199 @@ class device:
 class device_of(device):
     r"""Context manager that selects the device of a tensor (no-op for CPU tensors)."""
 
-    def __init__(self, obj: torch.Tensor) -> None:
+    def __init__(self, obj):  # type: (torch.Tensor) -> None
         idx = obj.get_device() if obj.device.type == "npu" else -1
         super().__init__(idx)
 
 
-def current_stream(device: _DeviceLike = None) -> Stream:
-    r"""The calling thread's current stream for ``device`` (current device if ``None``)."""
-    _lazy_init()
-    sid, idx, dtype = _C._npu_getCurrentStream(_checked_index(device))
-    return Stream(stream_id=sid, device_index=idx, device_type=dtype)
+def current_stream(device=None):  # type: (_DeviceLike) -> Stream
+    r"""The calling thread's current :class:`Stream` for ``device``.
+
+    The result is rebuilt from the stream's ``(stream_id, device_index,
+    device_type)``: while an :class:`ExternalStream` is current it is a plain
+    :class:`Stream` that compares equal to it and has the same ``npu_stream``.
+
+    Args:
+        device (torch.device or int, optional): the device; the current device
+            if ``None`` (default).
+    """
+    if not _initialized:
+        _lazy_init()
+    return _C._npu_currentStreamObject(device)
 
 
-def default_stream(device: _DeviceLike = None) -> Stream:
-    r"""The default stream of ``device`` (current device if ``None``)."""
-    _lazy_init()
-    sid, idx, dtype = _C._npu_getDefaultStream(_checked_index(device))
-    return Stream(stream_id=sid, device_index=idx, device_type=dtype)
+def default_stream(device=None):  # type: (_DeviceLike) -> Stream
+    r"""The default :class:`Stream` (``stream_id`` 0) of ``device`` (current device if ``None``)."""
+    if not _initialized:
+        _lazy_init()
+    return _C._npu_defaultStreamObject(device)
 
 
-def set_stream(stream: Optional[torch.Stream]) -> None:
-    r"""Make ``stream`` current (switching the current device to its device). ``None``: no-op."""
+def set_stream(stream):  # type: (Optional[torch.Stream]) -> None
+    r"""Make ``stream`` the calling thread's current stream.
+
+    The ``(stream_id, device_index, device_type)`` triple is validated, the
+    current device switches to the stream's device if needed, then the stream
+    becomes current. Prefer the :func:`stream` context manager.
+
+    Args:
+        stream (Stream): the stream; ``None`` is a no-op.
+    """
     if stream is None:
         return
-    if not isinstance(stream, torch.Stream):
-        raise TypeError(f"set_stream expects a torch_npu.npu.Stream, but got {type(stream).__name__}")
-    _lazy_init()
-    _C._npu_setStream(stream.stream_id, stream.device_index, stream.device_type)
+    if not _initialized:
+        _lazy_init()
+    _C._npu_setStreamObject(stream)
 
 
 class StreamContext:
     r"""Context manager that selects a stream (and its device).
 
-    The saved state is kept per entry, so one ``StreamContext`` (or one stream)
-    may be entered by several threads at once.
+    Entering saves the current device and the current stream of the stream's
+    device, then switches both; exiting restores them. The saved state is kept
+    per entry (per thread, nested entries stacked), never on the stream, so one
+    stream or one ``StreamContext`` may be entered by several threads at once.
 
     Args:
         stream_ctx (Stream): the stream to select; ``None`` makes this a no-op.
     """
 
-    def __init__(self, stream_ctx: Optional[torch.Stream]) -> None:
-        self.stream = stream_ctx
-        self._saved = threading.local()
+    __slots__ = ("stream", "_tokens")
 
-    def __enter__(self) -> Optional[torch.Stream]:
+    def __init__(self, stream_ctx):  # type: (Optional[torch.Stream]) -> None
+        self.stream = stream_ctx
+        self._tokens: Dict[int, List[int]] = {}
+
+    def __enter__(self):  # type: () -> Optional[torch.Stream]
         cur = self.stream
         if cur is None:
             return None
-        stack = getattr(self._saved, "stack", None)
-        if stack is None:
-            stack = self._saved.stack = []
-        prev_device = current_device()
-        prev_on_target = current_stream(cur.device_index)
-        prev_on_current = current_stream(prev_device) if prev_device != cur.device_index else None
-        stack.append((prev_device, prev_on_target, prev_on_current))
-        set_stream(cur)
+        if not _initialized:
+            _lazy_init()
+        token = _C._npu_streamEnter(cur)
+        stack = self._tokens.setdefault(_get_ident(), [])
+        stack.append(token)
         return cur
 
-    def __exit__(self, *args: Any) -> None:
+    def __exit__(self, *args):  # type: (*Any) -> None
         if self.stream is None:
             return
-        prev_device, prev_on_target, prev_on_current = self._saved.stack.pop()
-        set_stream(prev_on_target)
-        if prev_on_current is not None:
-            set_stream(prev_on_current)
-        _C._npu_setDevice(prev_device)
+        ident = _get_ident()
+        stack = self._tokens[ident]
+        token = stack.pop()
+        if not stack:
+            del self._tokens[ident]
+        _C._npu_streamExit(token)
 
 
-def stream(stream: Optional[torch.Stream]) -> StreamContext:
-    r"""Context manager selecting ``stream``; see :class:`StreamContext`."""
+_get_ident = threading.get_ident
+
+
+def stream(stream):  # type: (Optional[torch.Stream]) -> StreamContext
+    r"""Context manager selecting ``stream``; see :class:`StreamContext`. ``None`` is a no-op."""
     return StreamContext(stream)
+
+
+def is_current_stream_capturing():  # type: () -> bool
+    r"""True if graph capture is underway on the current stream.
+
+    The simulated NPU has no graph capture, so this is always ``False``.
+    """
+    return False
+
+
+def _check_stream_arg(stream: Any, api: str) -> None:
+    if stream is None:
+        raise TypeError(f"{api}: stream cannot be None")
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"{api}: stream should be torch_npu.npu.Stream, could not be {type(stream).__name__}")
+
+
+def _check_core_num(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"set_stream_limit: {name} should be an int, could not be {type(value).__name__}")
+
+
+def set_stream_limit(stream, cube_num=-1, vector_num=-1):  # type: (torch.Stream, int, int) -> None
+    r"""Limit the cores that kernels launched on ``stream`` may use.
+
+    On the simulated NPU both kinds of core are the device's executor cores
+    (``NPU_SIM_CORES``); a limit caps the parallelism of each kernel on the
+    stream (the intra-op threads the op tasks use), see
+    ``Note [Stream resource limits on the simulated NPU]`` in
+    ``csrc/core/StreamLimits.h``.
+
+    Args:
+        stream (Stream): the stream.
+        cube_num (int): 1..cores of the device, or ``-1`` (default) to leave it unchanged.
+        vector_num (int): 1..cores of the device, or ``-1`` (default) to leave it unchanged.
+    """
+    _check_stream_arg(stream, "set_stream_limit")
+    _check_core_num(cube_num, "cube_num")
+    _check_core_num(vector_num, "vector_num")
+    _lazy_init()
+    if cube_num != -1:
+        _C._npu_setStreamLimit(stream, 0, cube_num)
+    if vector_num != -1:
+        _C._npu_setStreamLimit(stream, 1, vector_num)
+
+
+def reset_stream_limit(stream):  # type: (torch.Stream) -> None
+    r"""Remove the limits set with :func:`set_stream_limit` on ``stream``."""
+    _check_stream_arg(stream, "reset_stream_limit")
+    _lazy_init()
+    _C._npu_resetStreamLimit(stream)
+
+
+def get_stream_limit(stream):  # type: (torch.Stream) -> Dict[str, int]
+    r"""The limits of ``stream``: ``{"cube_core_num": c, "vector_core_num": v}``.
+
+    An unlimited kind reports the device's core count.
+    """
+    _check_stream_arg(stream, "get_stream_limit")
+    _lazy_init()
+    return {
+        "cube_core_num": _C._npu_getStreamLimit(stream, 0),
+        "vector_core_num": _C._npu_getStreamLimit(stream, 1),
+    }
+
+
+def npurt():  # type: () -> ModuleType
+    r"""The runtime API submodule ``torch_npu._C._npurt``.
+
+    Functions (arguments are plain integers, e.g. ``ctypes.addressof`` of a
+    ``c_void_p``; each returns the npurt status as an int, 0 = success; a 0
+    address returns a non-zero status; the GIL is released):
+
+    - ``npuStreamCreate(ptr_to_handle)``: create a stream on the current device
+      and store its handle at ``ptr_to_handle``;
+    - ``npuStreamDestroy(handle)``: destroy it;
+    - ``npuHostRegister(ptr, size, flags)``: register host memory as pinned
+      (Ascend's ``ACL_HOST_REG_*`` flags are accepted and ignored);
+    - ``npuHostUnregister(ptr)``.
+    """
+    module = getattr(_C, "_npurt", None)
+    if module is None:
+        raise RuntimeError("torch_npu._C._npurt is unavailable in this build.")
+    _lazy_init()
+    return module
+
+
+def set_external_stream_mode(mode):  # type: (str) -> None
+    r"""Switch external-stream handling for all threads: ``'compat'`` or ``'full'``.
+
+    ``compat`` (the default, or ``TORCH_NPU_EXTERNAL_STREAM_MODE=compat``) is
+    torch_npu's behaviour; ``full`` makes the task queue track external streams,
+    so synchronize, query, events and record_stream work on them. See
+    docs/EXTERNAL_STREAMS.md.
+    """
+    if not isinstance(mode, str):
+        raise TypeError(f"set_external_stream_mode expects 'compat' or 'full', but got {type(mode).__name__}")
+    if mode not in ("compat", "full"):
+        raise ValueError(f"set_external_stream_mode expects 'compat' or 'full', but got '{mode}'")
+    _C._npu_setExternalStreamMode(mode)
+
+
+def get_external_stream_mode():  # type: () -> str
+    r"""The current external-stream mode, ``'compat'`` or ``'full'``."""
+    return _C._npu_getExternalStreamMode()

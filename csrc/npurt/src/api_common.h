@@ -81,11 +81,21 @@ inline npuError_t nullArgument(const char* function, const char* name) {
   return fail(npuErrorInvalidValue, function, std::string(name) + " is NULL");
 }
 
-// Enqueues a task built by the caller, stamping the enqueue time if the
-// trace is on. Never fails once the task exists.
-inline void submit(Runtime& rt, Stream& stream, TaskPtr task) noexcept {
-  if (rt.trace.enabled()) task->enqueueNs = nowNs();
-  stream.enqueue(task.release());  // the stream owns it now (task.h)
+// Hot path. Enqueues an inline task (Note [Inline tasks] in task.h),
+// stamping the enqueue time if the trace is on. Throws std::bad_alloc only
+// if the stream's ring is full and no overflow node can be had (nothing is
+// enqueued then); returns the task's ticket.
+inline uint64_t submit(Runtime& rt, Stream& stream, InlineTask task) {
+  if (rt.trace.enabled()) [[unlikely]]
+    task.enqueueNs = nowNs();
+  return stream.enqueue(task);
+}
+
+// Enqueues a node task built by the caller. The stream owns it once enqueued;
+// if the enqueue throws, `task` still owns (and frees) it.
+inline void submit(Runtime& rt, Stream& stream, TaskPtr task) {
+  submit(rt, stream, InlineTask::heap(task.get()));
+  (void)task.release();  // the stream owns it now (task.h)
 }
 
 }  // namespace npurt::internal

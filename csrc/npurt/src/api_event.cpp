@@ -60,9 +60,20 @@ npuError_t npuEventRecord(npuEvent_t eventHandle, npuStream_t streamHandle) {
     if (stream == nullptr) return invalidStream(kFn, streamHandle);
     // The new version is the latest from here on, before it is even queued:
     // a wait issued after this call returns binds to it.
-    const std::shared_ptr<EventRecordTask> task = event->newVersion(stream->device());
-    if (rt.trace.enabled()) task->enqueueNs = nowNs();
-    stream->enqueue(task.get());  // the task keeps itself alive (event.h)
+    const std::shared_ptr<EventRecordTask> task = event->newVersion(*stream);
+    uint64_t ticket = 0;
+    try {
+      ticket = submit(rt, *stream, InlineTask::heap(task.get()));  // keeps itself alive (event.h)
+    } catch (...) {
+      // Not enqueued (out of memory): the version is already the latest, so
+      // complete it rather than leave waiters hanging, and drop the task.
+      task->discard();
+      task->dispose();
+      throw;
+    }
+    // Note [Completion order]: from here on the stream's finished count can
+    // complete the version too.
+    task->version().setTicket(ticket);
     return npuSuccess;
   });
 }

@@ -38,7 +38,7 @@ npuError_t createStream(const char* fn, npuStream_t* stream, unsigned flags, int
   });
 }
 
-// Looks up the stream (hot path) and enqueues the task made by make(stream).
+// Hot path: looks up the stream and enqueues the inline task made by make().
 template <typename Make>
 npuError_t launch(const char* fn, npuStream_t handle, Make&& make) {
   return guarded(fn, [&](Runtime& rt) {
@@ -86,7 +86,7 @@ npuError_t npuStreamQuery(npuStream_t handle) {
   return guarded(kFn, [&](Runtime& rt) {
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
-    // Idle first: the executor records a failure before it retires the
+    // Idle first: the executor records a failure before it pops the
     // task, so a stream seen idle here has its failures visible below.
     const bool idle = stream->idle();
     std::string message;
@@ -198,7 +198,7 @@ npuError_t npuLaunchHostFunc(npuStream_t handle, npuHostFn_t fn, void* userData)
   if (fn == nullptr) {
     return guarded(kFn, [&](Runtime&) { return nullArgument(kFn, "fn"); });
   }
-  return launch(kFn, handle, [&] { return makeTask<HostFnTask>(fn, userData); });
+  return launch(kFn, handle, [&] { return InlineTask::hostFunc(fn, userData); });
 }
 
 npuError_t npuLaunchTask(npuStream_t handle, const npuTask* task) {
@@ -212,8 +212,13 @@ npuError_t npuLaunchTask(npuStream_t handle, const npuTask* task) {
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
     // On any error above or an exception here, release() is not called:
-    // the caller keeps userData (npuLaunchTask contract).
-    submit(rt, *stream, makeTask<UserTask>(*task));
+    // the caller keeps userData (npuLaunchTask contract). Only a copied name
+    // needs a node (Note [Inline tasks] in task.h).
+    if ((task->flags & npuTaskCopyName) != 0u && task->name != nullptr) {
+      submit(rt, *stream, makeTask<UserTask>(*task));
+    } else {
+      submit(rt, *stream, InlineTask::userTask(*task));
+    }
     return npuSuccess;
   });
 }

@@ -1,7 +1,8 @@
 // Status names and descriptions, and the thread-local last error message.
 #include "errors.h"
 
-#include <string>
+#include <cstring>
+#include <type_traits>
 
 namespace npurt::internal {
 namespace {
@@ -52,19 +53,21 @@ const ErrorInfo* findError(const npuError_t& error) noexcept {
   return nullptr;
 }
 
-// The message storage. A function-local thread_local so that it is
-// constructed on first use by each thread (also by threads that start before
-// the runtime initialises).
+// The message storage. Note [Last error storage]: a fixed buffer in a
+// trivially destructible, constant-initialised thread_local, never a
+// std::string. Such a variable has no destructor, so it stays usable for the
+// whole life of its thread: npurt calls made from later thread-local
+// destructors, from atexit hooks that run after the runtime's shutdown, or
+// from other libraries' static destructors (all of which happen after the
+// main thread's thread-local destructors) write into live storage instead of
+// a destroyed string (a double free before this rule). Storing a message
+// also never allocates, so it cannot fail; longer messages are truncated.
 struct LastError {
-  std::string text;
-  // Points into `text` or at a string literal (the fallback); "" initially.
-  const char* view = "";
+  char text[kLastErrorCapacity];
 };
+static_assert(std::is_trivially_destructible_v<LastError>);
 
-LastError& lastError() noexcept {
-  static thread_local LastError state;
-  return state;
-}
+thread_local constinit LastError tLastError{};  // text[0] == '\0': no error yet
 
 }  // namespace
 
@@ -79,20 +82,18 @@ const char* errorString(const npuError_t& error) noexcept {
 }
 
 npuError_t fail(npuError_t code, std::string_view function, std::string_view detail) noexcept {
-  LastError& state = lastError();
-  try {
-    state.text.clear();
-    state.text.reserve(function.size() + 2 + detail.size());
-    state.text.append(function).append(": ").append(detail);
-    state.view = state.text.c_str();
-  } catch (...) {
-    // Only std::bad_alloc is possible here; the message must not make
-    // matters worse, so fall back to a literal.
-    state.view = "npurt: out of host memory while formatting an error message";
+  char* out = tLastError.text;
+  size_t room = sizeof tLastError.text - 1;  // keep one byte for the NUL
+  for (const std::string_view part : {function, std::string_view(": "), detail}) {
+    const size_t n = part.size() < room ? part.size() : room;
+    std::memcpy(out, part.data(), n);
+    out += n;
+    room -= n;
   }
+  *out = '\0';
   return code;
 }
 
-const char* lastErrorMessage() noexcept { return lastError().view; }
+const char* lastErrorMessage() noexcept { return tLastError.text; }
 
 }  // namespace npurt::internal

@@ -8,8 +8,12 @@
 //
 // Thread safety: every function here is thread-safe; the message is
 // thread_local, the tables are immutable.
+//
+// Note [Last error storage] in errors.cpp says why the message lives in a
+// fixed buffer.
 #pragma once
 
+#include <cstddef>
 #include <cstring>
 #include <string_view>
 
@@ -35,10 +39,15 @@ const char* errorName(const npuError_t& error) noexcept;
 // One sentence describing the status; never null.
 const char* errorString(const npuError_t& error) noexcept;
 
+// Bytes of the calling thread's last-error buffer, NUL included; longer
+// messages are truncated. Room for a task's whole error buffer
+// (Executor::kErrorBufSize) plus the failure rule's prefix.
+constexpr size_t kLastErrorCapacity = 2048;
+
 // Stores "<function>: <detail>" as the calling thread's last error message
 // and returns `code`, so call sites read `return fail(code, fn, "...")`.
-// Never throws: if the message cannot be stored (host out of memory) a fixed
-// fallback text is used instead.
+// Never throws and never allocates (see Note [Last error storage] in
+// errors.cpp); safe to call at any point of process or thread exit.
 npuError_t fail(npuError_t code, std::string_view function, std::string_view detail) noexcept;
 
 // The calling thread's last error message, "" if none. Valid until the next

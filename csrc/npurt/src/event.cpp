@@ -7,13 +7,12 @@
 
 namespace npurt::internal {
 
-void EventVersion::complete(uint64_t ns) noexcept {
+void EventVersion::markDone() noexcept {
   StreamList toResume;
   bool wakeHost = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_.load(std::memory_order_relaxed)) return;
-    timestampNs_ = ns;
     // release: publishes timestampNs_ and, transitively, everything the
     // recording stream did before the record, to done() readers.
     done_.store(true, std::memory_order_release);
@@ -28,14 +27,13 @@ void EventVersion::complete(uint64_t ns) noexcept {
   }
 }
 
-bool EventVersion::parkUnlessDone(std::shared_ptr<Stream>& stream, Task* waitTask) noexcept {
+bool EventVersion::parkUnlessDone(std::shared_ptr<Stream>& stream) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  // The double check: complete() sets done_ under this mutex, so either we
-  // see it here or complete() sees our registration.
+  // The double check: markDone() sets done_ under this mutex, so either we
+  // see it here or markDone() sees our registration. (The finished-count
+  // path of done() needs no check here: the flag follows it shortly and
+  // resumes the stream.)
   if (done_.load(std::memory_order_relaxed)) return false;
-  // The head is written before the mutex is released; the executor that
-  // resumes the stream acquires it through complete() and schedule().
-  stream->setHead(waitTask);
   parked_.push(std::move(stream));
   return true;
 }
@@ -44,22 +42,30 @@ void EventVersion::waitHost() {
   if (done()) return;
   std::unique_lock<std::mutex> lock(mutex_);
   ++hostWaiters_;
+  // The flag always follows the finished count (Note [Completion order]),
+  // so waiting for the flag cannot miss a completion.
   cv_.wait(lock, [this] { return done_.load(std::memory_order_acquire); });
   --hostWaiters_;
 }
 
-std::shared_ptr<EventRecordTask> EventRecordTask::create(int device) {
-  auto task = std::make_shared<EventRecordTask>(device);  // the one allocation
+std::shared_ptr<EventRecordTask> EventRecordTask::create(const Stream& stream) {
+  // The one allocation.
+  auto task = std::make_shared<EventRecordTask>(stream.device(), stream.progress());
   task->self_ = task;
   return task;
 }
 
 int EventRecordTask::run(char* /*errorBuf*/, size_t /*errorBufSize*/) noexcept {
-  version_.complete(nowNs());
+  discard();
   return 0;
 }
 
-void EventRecordTask::discard() noexcept { version_.complete(nowNs()); }
+void EventRecordTask::discard() noexcept {
+  // Shutdown, or a record whose enqueue failed: the stream's count will not
+  // pass the record, so the flag alone completes the version.
+  version_.stamp(nowNs());
+  version_.markDone();
+}
 
 void EventRecordTask::dispose() noexcept {
   // Moving the self-reference out first: if it is the last reference, the
@@ -78,8 +84,9 @@ int Event::device() const {
   return device_;
 }
 
-std::shared_ptr<EventRecordTask> Event::newVersion(int device) {
-  std::shared_ptr<EventRecordTask> task = EventRecordTask::create(device);
+std::shared_ptr<EventRecordTask> Event::newVersion(const Stream& stream) {
+  std::shared_ptr<EventRecordTask> task = EventRecordTask::create(stream);
+  const int device = stream.device();
   std::lock_guard<std::mutex> lock(mutex_);
   // Aliasing constructor: shares the task's control block, no allocation.
   latest_ = std::shared_ptr<EventVersion>(task, &task->version());

@@ -13,6 +13,26 @@
 //    the stream under the version's mutex and re-checks `done` there, so a
 //    completion cannot slip between the check and the registration.
 //
+// Note [Completion order]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Callers rely on "event complete" and "recording stream idle" agreeing:
+// after e.synchronize() (or a successful e.query()) of an event recorded as
+// the last task of s, s.query() must succeed; after s.synchronize(), every
+// event recorded on s must query complete. Two flags published one after
+// the other cannot give both directions, so a version is done when *either*
+// its own flag is set *or* its stream's finished count (Note [Stream
+// progress] in stream.h) has passed the record's ticket. The executor runs a
+// record as: stamp the time, publish the finished count (release), then set
+// the flag and wake waiters. Hence:
+//  - whoever sees the version done saw the count past the record (directly,
+//    or through the flag, which is set after it), so the stream is idle if
+//    the record was its last task;
+//  - whoever saw the stream idle saw a count past every enqueued record, so
+//    done() is true for each of them (the ticket is stored by the recording
+//    thread right after the enqueue, before any synchronize it can order
+//    itself after);
+//  - the timestamp is written before either publication.
+//
 // Thread safety: all public functions of EventVersion and Event are
 // thread-safe. EventRecordTask/EventWaitTask follow the task rules (task.h).
 #pragma once
@@ -30,35 +50,52 @@ namespace npurt::internal {
 
 class EventVersion {
  public:
-  explicit EventVersion(int device) noexcept : device_(device) {}
+  EventVersion(int device, std::shared_ptr<const StreamProgress> progress) noexcept
+      : device_(device), progress_(std::move(progress)) {}
   EventVersion(const EventVersion&) = delete;
   EventVersion& operator=(const EventVersion&) = delete;
 
-  // acquire: pairs with complete()'s release, so timestampNs() and the work
-  // before the record are visible once done() is true.
-  bool done() const noexcept { return done_.load(std::memory_order_acquire); }
+  // See Note [Completion order]. acquire (all loads): pairs with the
+  // executor's releases, so timestampNs() and the work before the record
+  // are visible once done() is true.
+  bool done() const noexcept {
+    if (done_.load(std::memory_order_acquire)) return true;
+    const uint64_t ticket = ticket_.load(std::memory_order_acquire);
+    return ticket != kNoTicket && progress_->finished.load(std::memory_order_acquire) > ticket;
+  }
   // Completion time; meaningful only once done().
   uint64_t timestampNs() const noexcept { return timestampNs_; }
   int device() const noexcept { return device_; }
 
-  // Marks the version complete at `ns`, wakes host waiters and re-schedules
-  // parked streams. Called once, by the record task.
-  void complete(uint64_t ns) noexcept;
+  // The record task's position in its stream; set by the recording thread
+  // once the task is enqueued.
+  void setTicket(uint64_t ticket) noexcept { ticket_.store(ticket, std::memory_order_release); }
 
-  // Called by the executor that owns `stream` when the wait task `waitTask`
-  // at its head binds to this version. If the version is still incomplete,
-  // stores waitTask as the stream's head, moves `stream` into the parked
-  // list and returns true (the executor gives the stream up). Returns false
-  // if the version completed meanwhile (the executor keeps going).
-  bool parkUnlessDone(std::shared_ptr<Stream>& stream, Task* waitTask) noexcept;
+  // Completion, in the order of Note [Completion order]: stamp() before the
+  // stream's finished count passes the record, markDone() after. markDone
+  // sets the flag, wakes host waiters and re-schedules parked streams.
+  // Called once, by the record task's executor (or at shutdown).
+  void stamp(uint64_t ns) noexcept { timestampNs_ = ns; }
+  void markDone() noexcept;
+
+  // Called by the executor that owns `stream` when the wait task at its
+  // head binds to this version. If the version is still incomplete, moves
+  // `stream` into the parked list and returns true (the executor gives the
+  // stream up; the wait task stays at the queue's front). Returns false if
+  // the version completed meanwhile (the executor keeps going).
+  bool parkUnlessDone(std::shared_ptr<Stream>& stream) noexcept;
 
   // Blocks the calling host thread until done().
   void waitHost();
 
  private:
+  static constexpr uint64_t kNoTicket = UINT64_MAX;
+
   std::atomic<bool> done_{false};
-  uint64_t timestampNs_ = 0;  // written before done_ is released
-  const int device_;          // device of the recording stream
+  std::atomic<uint64_t> ticket_{kNoTicket};               // see setTicket()
+  uint64_t timestampNs_ = 0;                              // written before either publication
+  const int device_;                                      // device of the recording stream
+  const std::shared_ptr<const StreamProgress> progress_;  // of the recording stream
 
   std::mutex mutex_;            // guards parked_, hostWaiters_
   std::condition_variable cv_;  // host waiters
@@ -69,13 +106,17 @@ class EventVersion {
 // The record task of one version; owns the version (see file comment).
 class EventRecordTask final : public Task {
  public:
-  // Creates the task with a self-reference that keeps it alive until it has
-  // been run (or discarded) and disposed. Call enqueue with get() next.
-  static std::shared_ptr<EventRecordTask> create(int device);
+  // Creates the task for a record on `stream`, with a self-reference that
+  // keeps it alive until it has been run (or discarded) and disposed. Call
+  // enqueue with get() next.
+  static std::shared_ptr<EventRecordTask> create(const Stream& stream);
 
-  explicit EventRecordTask(int device) noexcept : Task(TaskKind::kEventRecord), version_(device) {}
+  EventRecordTask(int device, std::shared_ptr<const StreamProgress> progress) noexcept
+      : Task(TaskKind::kEventRecord), version_(device, std::move(progress)) {}
 
   const char* name() const noexcept override { return "npuEventRecord"; }
+  // Not used by the executor, which completes records itself (Note
+  // [Completion order]); completes the version.
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
   // Shutdown: complete the version anyway so that no host waiter hangs.
   void discard() noexcept override;
@@ -115,9 +156,9 @@ class Event {
   // Device of the latest record, -1 if never recorded.
   int device() const;
 
-  // Makes a new version (recorded on `device`) the latest and returns its
+  // Makes a new version (recorded on `stream`) the latest and returns its
   // record task for the caller to enqueue.
-  std::shared_ptr<EventRecordTask> newVersion(int device);
+  std::shared_ptr<EventRecordTask> newVersion(const Stream& stream);
 
  private:
   const uint64_t id_;

@@ -1,7 +1,8 @@
 // Executor: worker threads, ready queue, and the per-stream run loop.
-// See executor.h and Note [Pending count] in stream.h.
+// See executor.h and Note [Stream ownership] in stream.h.
 #include "executor.h"
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 
@@ -113,120 +114,110 @@ std::shared_ptr<Stream> Executor::takeReady() noexcept {
   }
 }
 
-uint64_t Executor::retire(Stream& stream, uint64_t finished) noexcept {
-  if (finished == 0) return stream.pending().load(std::memory_order_acquire) & Stream::kCountMask;
-  // seq_cst: release publishes the finished tasks' effects to idle() readers
-  // and to the next owner; seq_cst also orders it before notifyIdle's load
-  // of the waiter count (Dekker pair with Stream::waitIdle).
-  const uint64_t now = stream.pending().fetch_sub(finished, std::memory_order_seq_cst) - finished;
-  const uint64_t count = now & Stream::kCountMask;
-  if (count == 0) stream.notifyIdle();
-  return count;
-}
-
 void Executor::backOff(unsigned& misses) noexcept {
-  // The producer that owes us a node is a few instructions from linking it,
-  // unless it was preempted; on a loaded machine that can last a time slice.
-  // Spin briefly, then yield, then sleep, so that we do not burn the CPU the
-  // producer needs to finish.
+  // The producer that owes us a task is a few instructions from publishing
+  // it, unless it was preempted; on a loaded machine that can last a time
+  // slice. Yield, then sleep, so that we do not burn the CPU it needs.
   ++misses;
-  if (misses <= 64) {
-    cpuRelax();
-  } else if (misses <= 128) {
+  if (misses <= 64) return;  // the caller's pauses are enough
+  if (misses <= 256) {
     std::this_thread::yield();
   } else {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 
-bool Executor::settle(Stream& stream, uint64_t finished, unsigned& misses) noexcept {
-  std::atomic<uint64_t>& pending = stream.pending();
-  uint64_t word = pending.load(std::memory_order_relaxed);
-  for (;;) {
-    // Only producers change the word while we own it, and they only add:
-    // a stale `word` under-estimates the count, so count != 0 is reliable.
-    const uint64_t count = (word & Stream::kCountMask) - finished;
-    if (count != 0) {
-      // A producer counted a task but has not linked it yet (Note [Pending
-      // count]). Account for what we ran and let the caller retry the pop.
-      if (finished != 0) retire(stream, finished);
-      backOff(misses);
-      return true;
-    }
-    // Idle now, but keep ownership through the linger bit.
-    if (pending.compare_exchange_weak(word, Stream::kLingerBit, std::memory_order_seq_cst,
-                                      std::memory_order_relaxed)) {
-      break;
-    }
-  }
+bool Executor::awaitWork(Stream& stream, InlineTask& task) noexcept {
+  TaskQueue& queue = stream.queue();
+  // Everything published has finished: wake npuStreamSynchronize callers if
+  // that was everything (reads the tail word only if somebody waits).
   stream.notifyIdle();
-
   const uint64_t deadline = nowNs() + kLingerNs;
-  for (unsigned spin = 1;; ++spin) {
-    // acquire: see the producer's increment before popping its node.
-    if ((pending.load(std::memory_order_acquire) & Stream::kCountMask) != 0) {
-      pending.fetch_sub(Stream::kLingerBit, std::memory_order_acq_rel);
-      return true;
+  unsigned misses = 0;  // looks at a ticket taken but not published
+  for (unsigned look = 1;; ++look) {
+    // Look rarely, and at the slot the next task goes to, not at the tail
+    // word: every look takes a line the producers write away from them, and
+    // a look per task would make each enqueue wait for a cache-line
+    // transfer. Between looks they fill the ring undisturbed; we then drain
+    // a batch. Spinning, not yielding: a host thread that polls for the
+    // result of the next task may share our core, and a yield would hand it
+    // the rest of its time slice while its work waits for us.
+    spinFor(kLookIntervalNs);
+    if (queue.front(task) == TaskQueue::Front::kReady) return true;
+    if (stopping_.load(std::memory_order_relaxed)) return false;  // shutdown discards the rest
+    const bool giveUp = readyMask_.load(std::memory_order_relaxed) != 0 ||
+                        ((look & 7u) == 0 && nowNs() >= deadline);
+    // Every 8th look, and before giving up, ask the tail word why nothing
+    // is published (overflow list, a late producer, or nothing at all).
+    if (!giveUp && (look & 7u) != 0) continue;
+    switch (queue.poll(task)) {
+      case TaskQueue::Front::kReady:
+        return true;
+      case TaskQueue::Front::kPending:
+        backOff(misses);  // cannot release: a producer holds the next ticket
+        break;
+      default:                                           // kEmpty
+        if (giveUp && queue.tryRelease()) return false;  // released: not ours any more
+        break;
     }
-    const bool giveUp = stopping_.load(std::memory_order_relaxed) ||
-                        readyMask_.load(std::memory_order_relaxed) != 0 ||
-                        ((spin & 63u) == 0 && nowNs() >= deadline);
-    if (giveUp) {
-      uint64_t expected = Stream::kLingerBit;
-      // acq_rel: release hands our consumer-side state to the next owner
-      // (the producer whose fetch_add finds 0).
-      if (pending.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return false;
-      pending.fetch_sub(Stream::kLingerBit, std::memory_order_acq_rel);  // work arrived
-      return true;
-    }
-    // Check the producers' cache line rarely: every read pulls it away from
-    // a producer that is writing it, and a worker that re-reads it in a
-    // tight loop makes every enqueue pay a cache-line transfer. Between
-    // checks the producers fill the queue undisturbed; the worker then
-    // drains a batch.
-    for (int i = 0; i < kLingerPauses; ++i) cpuRelax();
   }
+}
+
+uint64_t Executor::keepDistance(const TaskQueue& queue, bool fresh) noexcept {
+  // See Note [Consumer distance] in executor.h.
+  const uint64_t head = queue.head();
+  uint64_t ahead = queue.enqueued() - head;
+  if (!fresh) {
+    // The producers are right behind us: let them get ahead, for as long as
+    // they make progress (a producer slowed down by our reads must not keep
+    // us in lockstep with it); when they stop, run what there is.
+    for (int i = 0; i < kDistanceWaits && ahead < kDistance; ++i) {
+      yieldFor(kLookIntervalNs);
+      const uint64_t before = ahead;
+      ahead = queue.enqueued() - head;
+      if (ahead == before) break;  // no progress: they stopped
+    }
+  }
+  return head + std::max<uint64_t>(ahead, 1);
 }
 
 void Executor::runStream(std::shared_ptr<Stream> stream) noexcept {
   Stream& s = *stream;
+  TaskQueue& queue = s.queue();
   // Levels numbered below ours are of higher priority.
   const unsigned higher = (1u << s.level()) - 1u;
-  uint64_t finished = 0;  // tasks run but not yet subtracted from the count
   int batch = 0;
-  unsigned misses = 0;  // consecutive empty pops while tasks are counted
+  uint64_t runUntil = 0;  // ticket up to which we run without looking ahead
+  bool fresh = true;      // nothing run yet since we took the stream
   for (;;) {
-    if (stopping_.load(std::memory_order_relaxed)) {
-      // Note [Shutdown order]: what is left is discarded by the shutdown.
-      retire(s, finished);
-      return;
+    // Note [Shutdown order]: what is left is discarded by the shutdown.
+    if (stopping_.load(std::memory_order_relaxed)) return;
+    if (queue.head() >= runUntil) {
+      runUntil = keepDistance(queue, fresh);
+      fresh = false;
     }
-    Task* task = s.takeNext();
-    if (task == nullptr) {
-      if (!settle(s, finished, misses)) return;  // released: no longer ours to touch
-      finished = 0;
-      continue;
+    InlineTask task;
+    // Hot path: the next task is normally published already.
+    if (queue.front(task) != TaskQueue::Front::kReady) {
+      if (!awaitWork(s, task)) return;
+      // We had caught up and waited: what arrived meanwhile runs at once
+      // (a latency-bound host loop must not pay the distance wait).
+      runUntil = 0;
+      fresh = true;
     }
-    misses = 0;
-    if (task->kind() == TaskKind::kEventWait) {
-      EventVersion& version = static_cast<EventWaitTask*>(task)->version();
-      if (!version.done()) {
-        // The wait task stays counted, so the count cannot reach 0 here.
-        retire(s, finished);
-        finished = 0;
-        if (version.parkUnlessDone(stream, task)) return;  // `stream` moved away
-      }
+    if (task.taskKind() == TaskKind::kEventWait) {
+      EventVersion& version = static_cast<EventWaitTask*>(task.node)->version();
+      // The wait stays at the front while parked; the executor that resumes
+      // the stream finds it there again, with the version done.
+      if (!version.done() && version.parkUnlessDone(stream)) return;  // `stream` moved away
     }
     execute(s, task);
-    ++finished;
     if (++batch >= kBatchSize || (readyMask_.load(std::memory_order_relaxed) & higher) != 0) {
       batch = 0;
       if (readyMask_.load(std::memory_order_relaxed) != 0) {
         // Others are waiting for a core: requeue behind them (FIFO within a
-        // level; a higher level is taken first anyway).
-        const uint64_t left = retire(s, finished);
-        finished = 0;
-        if (left == 0) return;  // went idle with the retire: released
+        // level; a higher level is taken first anyway). We still own the
+        // stream; whoever takes it next releases it if it is empty.
         schedule(std::move(stream));
         return;
       }
@@ -242,13 +233,37 @@ bool Executor::delayTask(uint64_t us) noexcept {
   return !stopped;
 }
 
-void Executor::execute(Stream& stream, Task* task) noexcept {
-  const bool isWork = task->kind() == TaskKind::kWork;
+void Executor::completeRecord(Stream& stream, InlineTask& task) noexcept {
+  auto* record = static_cast<EventRecordTask*>(task.node);
+  EventVersion& version = record->version();
+  const uint64_t start = nowNs();
+  // Note [Completion order] in event.h: timestamp, then the stream's
+  // finished count (which already completes the version for readers that
+  // look at it, and makes the stream idle if this was its last task), then
+  // the version's own flag, host waiters and parked streams.
+  version.stamp(start);
+  stream.queue().pop();
+  version.markDone();
+  if (trace_.enabled()) {
+    trace_.record(
+        TraceRecord{device_, stream.id(), task.name(), task.enqueueNs, start, nowNs(), false});
+  }
+  task.dispose();
+}
+
+void Executor::execute(Stream& stream, InlineTask& task) noexcept {
+  const TaskKind kind = task.taskKind();
+  if (kind == TaskKind::kEventRecord) {
+    completeRecord(stream, task);
+    return;
+  }
+  const bool isWork = kind == TaskKind::kWork;
   // Note [Task failure rule]: work reaching the head of a failed stream is
   // discarded; records and waits complete normally.
   if (isWork && stream.hasFailure()) {
-    task->discard();
-    task->dispose();
+    task.discard();
+    task.dispose();
+    stream.queue().pop();
     return;
   }
   const bool tracing = trace_.enabled();
@@ -259,21 +274,26 @@ void Executor::execute(Stream& stream, Task* task) noexcept {
     const uint64_t us = streamDelay >= 0 ? static_cast<uint64_t>(streamDelay)
                                          : globalDelayUs_.load(std::memory_order_relaxed);
     if (us != 0 && !delayTask(us)) {
-      task->discard();  // shutdown during the delay: the task never started
-      task->dispose();
+      // Shutdown during the delay: the task never started. Left at the
+      // front, the shutdown discards it with the rest.
       return;
     }
   }
   char errorBuf[kErrorBufSize];
   errorBuf[0] = '\0';
-  const int status = task->run(errorBuf, sizeof errorBuf);
+  const int status = task.run(errorBuf, sizeof errorBuf);
   errorBuf[sizeof errorBuf - 1] = '\0';  // a task may fill the buffer without a NUL
-  if (status != 0) stream.recordFailure(task->name(), errorBuf);
+  // The failure is recorded before the pop, so a stream seen idle has its
+  // failure visible (npuStreamQuery relies on this).
+  if (status != 0) stream.recordFailure(task.name(), errorBuf);
   if (tracing) {
-    trace_.record(TraceRecord{device_, stream.id(), task->name(), task->enqueueNs, start, nowNs(),
+    trace_.record(TraceRecord{device_, stream.id(), task.name(), task.enqueueNs, start, nowNs(),
                               status != 0});
   }
-  task->dispose();
+  // Disposed before the pop: a node's references (device allocations) are
+  // gone by the time the stream is seen idle.
+  task.dispose();
+  stream.queue().pop();
 }
 
 }  // namespace npurt::internal

@@ -4,17 +4,33 @@
 // Ready queue: one FIFO of streams per priority level, under one mutex, plus
 // a bitmask of non-empty levels that workers read without the lock to decide
 // whether to yield. A stream enters the ready queue when a producer moves it
-// from idle to busy (Note [Pending count] in stream.h), when a worker yields
-// it, or when the event version it is parked on completes.
+// from idle to owned (Note [Stream ownership] in stream.h), when a worker
+// yields it, or when the event version it is parked on completes.
 //
 // A worker takes the highest-priority ready stream and runs up to
 // kBatchSize of its tasks in a row, giving the stream up earlier if a stream
-// of higher priority becomes ready. When the stream runs dry the worker
-// lingers on it briefly (kLingerNs, spinning) before releasing it, so a host
-// thread enqueuing in a loop feeds a worker that is already awake; the
-// linger ends at once if any other stream becomes ready. Workers with
+// of higher priority becomes ready. The worker takes tasks as the producers
+// published them; when it catches up with them it does not chase them one
+// task at a time (each look at the producers' cache lines slows the next
+// enqueue down): it lingers on the stream (kLingerNs), looking for new work
+// only every kLookIntervalNs, and then drains everything
+// published meanwhile as one batch. The linger ends at once if any other
+// stream becomes ready; then the stream is released (kIdleBit). Workers with
 // nothing to do sleep on a condition variable; a producer notifies only if
 // a worker sleeps (sleepers_).
+//
+// Note [Consumer distance]
+// Reading a task the producer has just written takes its cache line away
+// from the producer, and worse, the reader's hardware prefetcher follows the
+// sequential reads into slots the producer is about to write. A worker that
+// runs right behind a producer therefore makes every enqueue wait for line
+// transfers, and both crawl in lockstep. So before each batch the worker
+// looks at how far the producers are ahead (one read of the tail word per
+// batch): kDistance tasks or more, it runs them; fewer, it waits in steps
+// of kLookIntervalNs (at most kDistanceWaits) while the producers make
+// progress, then runs whatever is there. Tasks found right
+// after taking the stream, or after having caught up and waited for work,
+// run at once (the common, latency-bound case of a few tasks).
 //
 // Note [Executor thread start]
 // Threads start on the device's first stream creation (not at process start,
@@ -46,8 +62,11 @@ class Executor {
   static constexpr int kBatchSize = 64;
   // How long a worker keeps an empty stream before releasing it.
   static constexpr uint64_t kLingerNs = 5'000;
-  // Pause instructions between two looks at a lingered stream's count.
-  static constexpr int kLingerPauses = 32;
+  // See Note [Consumer distance]: tasks between the worker and the producers.
+  static constexpr uint64_t kDistance = 64;
+  static constexpr int kDistanceWaits = 32;
+  // Time between two looks at a drained stream's next slot.
+  static constexpr uint64_t kLookIntervalNs = 1'000;
   // Size of the buffer a failing task writes its message into.
   static constexpr size_t kErrorBufSize = 1024;
 
@@ -60,10 +79,22 @@ class Executor {
 
   // Starts the worker threads unless already started. Thread-safe.
   // Throws std::system_error if a thread cannot be created (see
+  // Note [Consumer distance]
+  // Reading a task the producer has just written takes its cache line away
+  // from the producer, and worse, the reader's hardware prefetcher follows the
+  // sequential reads into slots the producer is about to write. A worker that
+  // runs right behind a producer therefore makes every enqueue wait for line
+  // transfers, and both crawl in lockstep. So before each batch the worker
+  // looks at how far the producers are ahead (one read of the tail word per
+  // batch): kDistance tasks or more, it runs them; fewer, it waits
+  // kLookIntervalNs first, then runs whatever is there. Tasks found right
+  // after taking the stream, or after having caught up and waited for work,
+  // run at once (the common, latency-bound case of a few tasks).
+  //
   // Note [Executor thread start]).
   void start();
 
-  // Puts a stream the caller owns (Note [Pending count]) on the ready queue
+  // Puts a stream the caller owns (Note [Stream ownership]) on the ready queue
   // and wakes a sleeping worker if there is one. Thread-safe; never
   // allocates. After stop() the stream is dropped: shutdown drains it.
   void schedule(std::shared_ptr<Stream> stream) noexcept;
@@ -76,15 +107,21 @@ class Executor {
   void workerLoop() noexcept;
   std::shared_ptr<Stream> takeReady() noexcept;
   void runStream(std::shared_ptr<Stream> stream) noexcept;
-  // Subtracts `finished` from the stream's count; returns the new count.
-  uint64_t retire(Stream& stream, uint64_t finished) noexcept;
-  // The queue looked empty: retire `finished` and linger. Returns true if
-  // the worker still owns the stream and should look for tasks again.
-  // `misses` counts consecutive empty pops while tasks are counted.
-  bool settle(Stream& stream, uint64_t finished, unsigned& misses) noexcept;
-  // Waits a little for a half-pushed node (see settle).
+  // Nothing is published at the stream's front: wakes idle waiters and
+  // lingers. Returns true with `task` filled when work arrives; false if
+  // the worker released the stream (no longer ours to touch) or the
+  // executor is stopping.
+  bool awaitWork(Stream& stream, InlineTask& task) noexcept;
+  // Note [Consumer distance]: returns the ticket up to which to run before
+  // looking again.
+  static uint64_t keepDistance(const TaskQueue& queue, bool fresh) noexcept;
+  // Escalates the wait for a task whose producer has its ticket but has not
+  // published it yet (TaskQueue::Front::kPending): yield, then sleep.
   static void backOff(unsigned& misses) noexcept;
-  void execute(Stream& stream, Task* task) noexcept;
+  // Runs (or discards) the front task, then pops it. See Note [Completion
+  // order] in event.h for event records.
+  void execute(Stream& stream, InlineTask& task) noexcept;
+  void completeRecord(Stream& stream, InlineTask& task) noexcept;
   // Sleeps for the task delay; false if stop() interrupted the sleep.
   bool delayTask(uint64_t us) noexcept;
 

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace npurt::internal {
 
@@ -81,31 +82,72 @@ class HandleRegistry {
 
   // Hot path: see Note [Handle encoding].
   T* findCached(uint64_t id) const {
-    Cache& cache = threadCache();
+    CacheEntry& entry = cacheEntry();  // one thread-local access, no guard
     const uint64_t epoch = epoch_.load(std::memory_order_acquire);
-    if (cache.id == id && cache.epoch == epoch && id != 0) [[likely]] {
-      return cache.object.get();
+    if (entry.id == id && entry.epoch == epoch && id != 0) [[likely]] {
+      return entry.object;
     }
+    if (entry.gone) [[unlikely]]
+      return findPinned(id);
     std::shared_ptr<T> object = find(id);
     if (object == nullptr) return nullptr;
     // The epoch read *before* find(): if an erase raced with us, the cache
     // entry is stale-tagged and refreshed by the next call.
-    cache.object = std::move(object);
-    cache.id = id;
-    cache.epoch = epoch;
-    return cache.object.get();
+    T* raw = object.get();
+    cacheRef().object = std::move(object);  // keeps `raw` alive (see CacheRef)
+    entry.id = id;
+    entry.epoch = epoch;
+    entry.object = raw;
+    return raw;
   }
 
  private:
-  struct Cache {
-    uint64_t id = 0;
-    uint64_t epoch = 0;  // registry epochs start at 1: a fresh cache never matches
-    std::shared_ptr<T> object;
+  // The hot half of a thread's cache: trivially destructible and constant-
+  // initialised, so reading it costs one thread-local access with no
+  // initialisation guard, and it stays readable during thread exit (Note
+  // [Last error storage] in errors.cpp gives the rule).
+  struct CacheEntry {
+    uint64_t id;
+    uint64_t epoch;  // registry epochs start at 1: a fresh entry never matches
+    T* object;       // kept alive by the thread's CacheRef
+    bool gone;       // the CacheRef was destroyed (thread exit)
   };
-  // One cache per thread and object type (each type has one registry).
-  static Cache& threadCache() noexcept {
-    static thread_local Cache cache;
-    return cache;
+  static CacheEntry& cacheEntry() noexcept {
+    static thread_local constinit CacheEntry entry{0, 0, nullptr, false};
+    return entry;
+  }
+  // The strong reference behind CacheEntry::object. Its destructor (thread
+  // exit) invalidates the entry; later calls on this thread, made from other
+  // thread-local destructors, then take findPinned().
+  struct CacheRef {
+    std::shared_ptr<T> object;
+    CacheRef() = default;
+    CacheRef(const CacheRef&) = delete;
+    CacheRef& operator=(const CacheRef&) = delete;
+    ~CacheRef() {
+      CacheEntry& entry = cacheEntry();
+      entry.id = 0;
+      entry.object = nullptr;
+      entry.gone = true;
+    }
+  };
+  static CacheRef& cacheRef() noexcept {
+    static thread_local CacheRef ref;
+    return ref;
+  }
+
+  // findCached() after the thread's cache is gone (a call from a late
+  // thread-local destructor): the strong reference that keeps the result
+  // alive goes to a never-destroyed list instead. Leaks one reference per
+  // such call, which is rare and bounded by the calls made during exit.
+  T* findPinned(uint64_t id) const {
+    std::shared_ptr<T> object = find(id);
+    if (object == nullptr) return nullptr;
+    static auto* const pinned = new std::vector<std::shared_ptr<T>>();  // never destroyed
+    static std::mutex* const pinnedMutex = new std::mutex();
+    std::lock_guard<std::mutex> lock(*pinnedMutex);
+    pinned->push_back(object);
+    return object.get();
   }
 
   const uint64_t tag_;

@@ -1,5 +1,5 @@
 // Stream: enqueue, idle waiting and failure state.
-// See Note [Pending count] in stream.h.
+// See Note [Stream ownership] and Note [Stream progress] in stream.h.
 #include "stream.h"
 
 #include <chrono>
@@ -16,38 +16,48 @@ std::atomic<uint64_t> gFailureSequence{1};
 
 }  // namespace
 
-Stream::Stream(uint64_t id, int device, unsigned flags, int priority, Executor& executor) noexcept
-    : id_(id), device_(device), flags_(flags), priority_(priority), executor_(executor) {}
+namespace {
 
-Stream::~Stream() {
-  // Normally empty: a stream is released only after it drained. After a
-  // shutdown race a node may remain; free it without running it.
-  while (Task* task = takeNext()) {
-    task->discard();
-    task->dispose();
-  }
-}
+std::shared_ptr<StreamProgress> makeProgress() { return std::make_shared<StreamProgress>(); }
 
-void Stream::enqueue(Task* task) noexcept {
-  // Count before push; see Note [Pending count]. acq_rel: acquire pairs with
-  // the release of the previous owner's final decrement, so a producer that
-  // becomes the owner (old == 0) hands on a queue state that includes all of
-  // the previous owner's pops; release is not needed for the push (the
-  // queue's own exchange publishes the node).
-  const uint64_t old = pending().fetch_add(1, std::memory_order_acq_rel);
-  queue_.push(task);
-  if (old == 0) {
-    // The stream had no owner: this producer schedules it. shared_from_this
-    // (one atomic increment) only happens on this 0 -> 1 transition.
+}  // namespace
+
+Stream::Stream(uint64_t id, int device, unsigned flags, int priority, Executor& executor)
+    : Stream(makeProgress(), id, device, flags, priority, executor) {}
+
+Stream::Stream(std::shared_ptr<StreamProgress> progress, uint64_t id, int device, unsigned flags,
+               int priority, Executor& executor)
+    : progress_(progress),
+      progressWritable_(progress.get()),
+      queue_(progress->finished),
+      id_(id),
+      device_(device),
+      flags_(flags),
+      priority_(priority),
+      executor_(executor) {}
+
+uint64_t Stream::enqueue(const InlineTask& task) {
+  const TaskQueue::Pushed pushed = queue_.push(task);
+  if (pushed.wasIdle) {
+    // This producer took the stream over from idle (Note [Stream
+    // ownership]) and hands it to an executor. shared_from_this (one atomic
+    // increment) only happens on this transition.
     executor_.schedule(shared_from_this());
   }
+  return pushed.ticket;
 }
 
 void Stream::notifyIdle() noexcept {
-  // seq_cst pairs with waitIdle's seq_cst increment of idleWaiters_: either
-  // the waiter sees count == 0, or we see the waiter (Dekker). The count
-  // decrement that precedes this call is seq_cst too.
-  if (idleWaiters_.load(std::memory_order_seq_cst) == 0) return;
+  // Dekker pair with waitIdle, without a fence (ThreadSanitizer does not
+  // model fences): an RMW on idleWaiters_, after the owner's last store of
+  // the finished count. If it comes before a waiter's increment (reads 0),
+  // the waiter's seq_cst increment reads our write and synchronizes with it,
+  // so the waiter's following load sees our finished count; otherwise we
+  // see the waiter here.
+  if (idleWaiters_.fetch_add(0, std::memory_order_seq_cst) == 0) return;
+  // Somebody waits: worth a look at the tail word. Not idle means more work
+  // is coming, and the owner calls us again after it.
+  if (!idle()) return;
   {
     // Taking the mutex orders us after a waiter that checked the count but
     // has not blocked yet: it is either before its check or inside wait().
@@ -61,7 +71,8 @@ bool Stream::waitIdle(int64_t timeoutNs) {
   std::unique_lock<std::mutex> lock(mutex_);
   idleWaiters_.fetch_add(1, std::memory_order_seq_cst);
   const auto isIdle = [this] {
-    return (pending().load(std::memory_order_seq_cst) & kCountMask) == 0;
+    const uint64_t enqueued = queue_.enqueued();
+    return finished().load(std::memory_order_seq_cst) >= enqueued;
   };
   bool done = true;
   if (timeoutNs < 0) {
@@ -106,14 +117,12 @@ uint64_t Stream::failureSequence() const {
 }
 
 void Stream::discardAllForShutdown() noexcept {
-  // The executors are joined, so this thread is the only consumer. A node
+  // The executors are joined, so this thread is the only consumer. A task
   // whose producer is still half-way through push() (a racing call at exit)
-  // stays behind; pop() reports it as absent and we do not wait for it.
-  while (Task* task = takeNext()) {
-    task->discard();
-    task->dispose();
-  }
-  pending().store(0, std::memory_order_seq_cst);
+  // stays behind; we do not wait for it.
+  queue_.discardAll();
+  // Whatever stayed behind counts as finished, so that no waiter hangs.
+  finished().store(queue_.enqueued(), std::memory_order_seq_cst);
   notifyIdle();
 }
 

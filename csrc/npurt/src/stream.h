@@ -1,35 +1,35 @@
 // Stream: an in-order, multi-producer task queue with no thread of its own.
 //
-// Note [Pending count]
-// ~~~~~~~~~~~~~~~~~~~~
-// The pending word (pending()) packs two things into one atomic word:
-//  - the low 63 bits count tasks enqueued and not yet finished (queued,
-//    parked on an event, or running). It is incremented by the producer
-//    *before* it pushes the node, and decremented by the executor only after
-//    the task has finished, so "count == 0" means exactly "nothing queued or
-//    running" (Note [Stream scheduling rule] in csrc/npurt/README.md): a
-//    returned enqueue is always visible to npuStreamQuery.
-//  - kLingerBit: an executor that drained the stream keeps owning it for a
-//    few microseconds, spinning for more work, so that a producer enqueuing
-//    in a loop does not pay a trip through the ready queue and a thread wake-
-//    up per task. The bit keeps the word non-zero while the count is zero.
-// Ownership follows from the word: the producer whose fetch_add finds the
-// word 0 owns the stream and hands it to the executor (ready queue); from
-// then on exactly one executor owns it (runs it, or parks it on an event
-// version) until an executor moves the word back to 0. Only the owner pops
-// the queue, which makes the queue single-consumer. Because the count is
-// raised before the push, an owner can see count > 0 while the node is not
-// linked yet; it then retries the pop (the producer is a few instructions
-// from finishing).
+// Note [Stream ownership]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A stream with work has exactly one owner: the executor thread running it,
+// or the ready queue / event version that holds it for an executor. Only the
+// owner takes tasks from the queue, so the queue is single-consumer. The
+// owner changes through the queue's tail word (Note [Task ring] in
+// task_queue.h): the producer whose ticket clears kIdleBit schedules the
+// stream; the owner gives it up by setting the bit once the queue is empty.
+// An owner that drained the stream lingers on it briefly (Executor::awaitWork)
+// so that a producer enqueuing in a loop does not pay a trip through the
+// ready queue and a thread wake-up per task.
 //
-// Idle waiters (npuStreamSynchronize) do not cost the hot path anything: the
-// executor that brings the count to 0 looks at idleWaiters_ and takes the
-// mutex only if somebody waits (a Dekker pair of seq_cst operations, see
+// Note [Stream progress]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// "Idle" is not ownership: a stream is idle when every enqueued task has
+// finished, i.e. when its finished count (StreamProgress, advanced by the
+// owner after each task with release) has reached the number of tickets
+// handed out. So npuStreamQuery is npuErrorNotReady while a task is queued
+// or running, and success while the owner lingers on an empty stream.
+// Event versions use the same count (Note [Completion order] in event.h):
+// one counter publishes both "the stream is idle" and "the record task has
+// run", so no observer can see one without the other.
+//
+// Idle waiters (npuStreamSynchronize) cost the hot path nothing: the owner
+// that finds nothing published looks at idleWaiters_, and reads the tail
+// word and takes the mutex only if somebody waits (a Dekker pair through seq_cst operations, see
 // notifyIdle and waitIdle).
 //
 // Thread safety: enqueue, idle/query/wait, failure and delay functions are
-// thread-safe. The members marked "owner" are touched only by the thread that
-// currently owns the stream (see above).
+// thread-safe. queue() consumer functions belong to the owner.
 #pragma once
 
 #include <atomic>
@@ -40,8 +40,8 @@
 #include <string>
 #include <utility>
 
-#include "mpsc_queue.h"
 #include "task.h"
+#include "task_queue.h"
 
 namespace npurt::internal {
 
@@ -52,16 +52,21 @@ constexpr int kPriorityLevels = 4;
 constexpr int kGreatestPriority = -3;
 constexpr int kLeastPriority = 0;
 
+// A stream's finished count, in a block of its own so that event versions
+// can keep it (and not the stream with its ring) alive. Written only by the
+// stream's owner; its own cache line, away from the producers' line.
+struct alignas(64) StreamProgress {
+  std::atomic<uint64_t> finished{0};  // tasks finished (run or discarded), in order
+};
+
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
-  static constexpr uint64_t kLingerBit = uint64_t{1} << 63;
-  static constexpr uint64_t kCountMask = kLingerBit - 1;
-
   // priority must already be clamped to [kGreatestPriority, kLeastPriority].
-  Stream(uint64_t id, int device, unsigned flags, int priority, Executor& executor) noexcept;
+  // Throws std::bad_alloc (the ring).
+  Stream(uint64_t id, int device, unsigned flags, int priority, Executor& executor);
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
-  ~Stream();
+  ~Stream() = default;
 
   uint64_t id() const noexcept { return id_; }
   int device() const noexcept { return device_; }
@@ -71,22 +76,29 @@ class Stream : public std::enable_shared_from_this<Stream> {
   int level() const noexcept { return priority_ - kGreatestPriority; }
   Executor& executor() const noexcept { return executor_; }
 
-  // Hot path. Takes ownership of `task` and appends it. Thread-safe, never
-  // fails (no allocation).
-  void enqueue(Task* task) noexcept;
+  // Hot path. Appends a task (a node task is owned by the stream from here)
+  // and returns its ticket. Thread-safe. Throws std::bad_alloc only when the
+  // ring is full and the overflow node cannot be allocated; the task is not
+  // enqueued then (Note [Task ring]).
+  uint64_t enqueue(const InlineTask& task);
 
-  // True when nothing is queued or running. Thread-safe.
+  // True when every task enqueued so far has finished (Note [Stream
+  // progress]). Thread-safe.
   bool idle() const noexcept {
-    // acquire: a caller that sees the count at 0 also sees the effects of
-    // every finished task (released by the executor's decrement).
-    return (pending().load(std::memory_order_acquire) & kCountMask) == 0;
+    // Tickets first: a count of finished tasks read afterwards that covers
+    // them means all of them finished. acquire (both): a caller that sees
+    // the stream idle also sees the effects of every finished task.
+    const uint64_t enqueued = queue_.enqueued();
+    return finished().load(std::memory_order_acquire) >= enqueued;
   }
 
   // Blocks until idle(). With timeoutNs >= 0, gives up after that long and
   // returns false. Thread-safe.
   bool waitIdle(int64_t timeoutNs);
 
-  // Wakes waitIdle() callers; called by whoever brought the count to 0.
+  // Wakes waitIdle() callers if the stream is idle; called by the owner
+  // when nothing is published at the queue's front (after publishing the
+  // last finished count), and at shutdown.
   void notifyIdle() noexcept;
 
   // --- Failure state (Note [Task failure rule] in csrc/npurt/README.md) ---
@@ -115,34 +127,27 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void markDestroyed() noexcept { destroyed_.store(true, std::memory_order_release); }
   bool destroyed() const noexcept { return destroyed_.load(std::memory_order_acquire); }
 
-  // --- Owner-only (see Note [Pending count]) ---
-  // Next task to run: the parked head if any, else the queue's oldest node.
-  Task* takeNext() noexcept {
-    if (Task* head = head_; head != nullptr) {
-      head_ = nullptr;
-      return head;
-    }
-    return static_cast<Task*>(queue_.pop());
-  }
-  // Puts back a task that could not run yet (an event wait, when parking).
-  void setHead(Task* task) noexcept { head_ = task; }
+  // The task queue; its consumer functions are owner-only.
+  TaskQueue& queue() noexcept { return queue_; }
+  // The finished count, for event versions recorded on this stream.
+  const std::shared_ptr<const StreamProgress>& progress() const noexcept { return progress_; }
 
   // Shutdown only, after the executors have been joined: discards every
   // queued task (calling release) and marks the stream idle. See
   // Note [Shutdown order] in csrc/npurt/README.md.
   void discardAllForShutdown() noexcept;
 
-  // The pending word; see Note [Pending count]. It shares the producers'
-  // cache line with the queue's head (MpscQueue::counter()).
-  std::atomic<uint64_t>& pending() noexcept { return queue_.counter(); }
-  const std::atomic<uint64_t>& pending() const noexcept { return queue_.counter(); }
-
  private:
   friend class StreamList;
 
-  MpscQueue queue_;  // tasks not yet taken by the owner
-  // owner: a task taken from the queue but not run yet (a parked event wait).
-  Task* head_ = nullptr;
+  Stream(std::shared_ptr<StreamProgress> progress, uint64_t id, int device, unsigned flags,
+         int priority, Executor& executor);
+
+  std::atomic<uint64_t>& finished() const noexcept { return progressWritable_->finished; }
+
+  std::shared_ptr<const StreamProgress> progress_;  // shared with event versions
+  StreamProgress* progressWritable_;                // the same block
+  TaskQueue queue_;
 
   // Link for whichever intrusive list holds the stream (a ready queue or an
   // event version's parked list; never both). Guarded by that list's mutex.
@@ -159,7 +164,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::atomic<bool> destroyed_{false};
 
   mutable std::mutex mutex_;         // guards the condition variable and failure fields
-  std::condition_variable idleCv_;   // signalled when the count reaches 0
+  std::condition_variable idleCv_;   // signalled when the stream becomes idle
   std::atomic<int> idleWaiters_{0};  // threads in waitIdle()
   std::atomic<bool> failed_{false};  // a failure is held (fast check for the executor)
   std::string failureMessage_;       // guarded by mutex_

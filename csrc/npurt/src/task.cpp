@@ -1,4 +1,5 @@
-// Work tasks: user tasks, host functions, memcpy and memset.
+// Work tasks: user tasks, host functions, memcpy and memset, and the
+// dispatch of inline tasks (Note [Inline tasks] in task.h).
 #include "task.h"
 
 #include <cstdio>
@@ -16,13 +17,13 @@ UserTask::UserTask(const npuTask& task) : Task(TaskKind::kWork), task_(task), na
   }
 }
 
-int UserTask::run(char* errorBuf, size_t errorBufSize) noexcept {
+int runUserTask(const npuTask& task, char* errorBuf, size_t errorBufSize) noexcept {
   int status = 0;
   // run() is a C function pointer, but C++ callers can still smuggle an
   // exception through it; it must become a task failure, not terminate an
   // executor thread.
   try {
-    status = task_.run(task_.userData, errorBuf, errorBufSize);
+    status = task.run(task.userData, errorBuf, errorBufSize);
   } catch (const std::exception& e) {
     std::snprintf(errorBuf, errorBufSize, "%s", e.what());
     status = 1;
@@ -31,23 +32,23 @@ int UserTask::run(char* errorBuf, size_t errorBufSize) noexcept {
     status = 1;
   }
   // release() runs exactly once, after run() (npuTask contract).
-  discard();
+  releaseUserTask(task);
   return status;
 }
 
-void UserTask::discard() noexcept {
-  if (task_.release == nullptr) return;
+void releaseUserTask(const npuTask& task) noexcept {
+  if (task.release == nullptr) return;
   try {
-    task_.release(task_.userData);
+    task.release(task.userData);
   } catch (...) {
     // A throwing release cannot be reported anywhere useful; swallowing it
     // keeps the executor alive.
   }
 }
 
-int HostFnTask::run(char* errorBuf, size_t errorBufSize) noexcept {
+int runHostFn(npuHostFn_t fn, void* userData, char* errorBuf, size_t errorBufSize) noexcept {
   try {
-    fn_(userData_);
+    fn(userData);
     return 0;
   } catch (const std::exception& e) {
     std::snprintf(errorBuf, errorBufSize, "%s", e.what());
@@ -55,6 +56,56 @@ int HostFnTask::run(char* errorBuf, size_t errorBufSize) noexcept {
     std::snprintf(errorBuf, errorBufSize, "unknown exception");
   }
   return 1;
+}
+
+int UserTask::run(char* errorBuf, size_t errorBufSize) noexcept {
+  return runUserTask(task_, errorBuf, errorBufSize);
+}
+
+void UserTask::discard() noexcept { releaseUserTask(task_); }
+
+namespace {
+
+npuTask asNpuTask(const InlineTask& t) noexcept {
+  return npuTask{t.user.name, t.user.run, t.user.release, t.user.userData, 0u};
+}
+
+}  // namespace
+
+const char* InlineTask::name() const noexcept {
+  switch (kind) {
+    case InlineKind::kHostFn:
+      return "npuLaunchHostFunc";
+    case InlineKind::kUserTask:
+      return user.name != nullptr ? user.name : "task";
+    case InlineKind::kNode:
+      break;
+  }
+  return node->name();
+}
+
+int InlineTask::run(char* errorBuf, size_t errorBufSize) noexcept {
+  switch (kind) {
+    case InlineKind::kHostFn:
+      return runHostFn(hostFn.fn, hostFn.userData, errorBuf, errorBufSize);
+    case InlineKind::kUserTask:
+      return runUserTask(asNpuTask(*this), errorBuf, errorBufSize);
+    case InlineKind::kNode:
+      break;
+  }
+  return node->run(errorBuf, errorBufSize);
+}
+
+void InlineTask::discard() noexcept {
+  switch (kind) {
+    case InlineKind::kHostFn:
+      return;
+    case InlineKind::kUserTask:
+      return releaseUserTask(asNpuTask(*this));
+    case InlineKind::kNode:
+      break;
+  }
+  node->discard();
 }
 
 void copyBytes(void* dst, const void* src, size_t count) noexcept {

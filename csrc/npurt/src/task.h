@@ -1,18 +1,24 @@
-// Tasks: the nodes of a stream's queue.
+// Tasks: what a stream's queue holds.
 //
-// A task is one heap node (the intrusive MpscNode is its first base), type
-// erased through virtual functions. Each kind of work the runtime enqueues
-// (user task, host function, memcpy, memset, event record, event wait) is one
-// allocation: payloads live inside the node; references to device memory and
-// event versions are shared_ptr copies, which do not allocate.
+// Note [Inline tasks]
+// ~~~~~~~~~~~~~~~~~~~
+// The two kinds of work that dominate a stream's traffic, host functions
+// (npuLaunchHostFunc) and plain user tasks (npuLaunchTask without
+// npuTaskCopyName, which is what npurt::launch uses), are never allocated:
+// their fields are copied into an InlineTask, which the stream copies into a
+// slot of its ring (task_queue.h). Everything else (memcpy, memset, user
+// tasks with a copied name, event records and waits) is a heap Task, made by
+// makeTask in a NodePool block, and the InlineTask only points at it
+// (InlineKind::kNode).
 //
-// Life of a task: created by an entry point, pushed onto a stream, popped by
+// Life of a task: created by an entry point, enqueued on a stream, taken by
 // the executor that owns the stream, then exactly one of run() or discard(),
-// then dispose() (frees the node). See Note [Task failure rule] in
-// csrc/npurt/README.md for when discard() replaces run().
+// then dispose() (frees a node task; nothing for inline ones). See
+// Note [Task failure rule] in csrc/npurt/README.md for when discard()
+// replaces run().
 //
 // Thread safety: a task is touched by one thread at a time (its creator until
-// push, then the stream's owner); no member needs synchronisation.
+// it is enqueued, then the stream's owner); no member needs synchronisation.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +27,6 @@
 #include <string>
 #include <utility>
 
-#include "mpsc_queue.h"
 #include "node_pool.h"
 #include "npurt/npurt.h"
 
@@ -35,7 +40,7 @@ enum class TaskKind : uint8_t {
   kEventWait,    // parks the stream until a version completes; never discarded/delayed
 };
 
-class Task : public MpscNode {
+class Task {
  public:
   explicit Task(TaskKind kind) noexcept : kind_(kind) {}
   Task(const Task&) = delete;
@@ -66,9 +71,6 @@ class Task : public MpscNode {
     NodePool::release(block);
   }
 
-  // Steady-clock ns at enqueue, 0 when tracing was off at enqueue.
-  uint64_t enqueueNs = 0;
-
  private:
   TaskKind kind_;
 };
@@ -86,7 +88,74 @@ TaskPtr makeTask(Args&&... args) {
   return TaskPtr(makePooled<T>(std::forward<Args>(args)...));
 }
 
-// npuLaunchTask: the user's run/release/userData.
+// Runs a user task (npuTask::run) and then its release, turning an
+// exception smuggled through the C function pointer into a failure.
+int runUserTask(const npuTask& task, char* errorBuf, size_t errorBufSize) noexcept;
+// Calls npuTask::release if set (a discarded task), swallowing exceptions.
+void releaseUserTask(const npuTask& task) noexcept;
+// Runs a host function, turning an exception into a failure.
+int runHostFn(npuHostFn_t fn, void* userData, char* errorBuf, size_t errorBufSize) noexcept;
+
+// What a queue slot holds; see Note [Inline tasks].
+enum class InlineKind : uint32_t {
+  kHostFn,    // npuLaunchHostFunc: hostFn
+  kUserTask,  // npuLaunchTask, name not copied: user (name null -> "task")
+  kNode,      // any heap Task: node
+};
+
+// A task by value: 48 bytes, trivially copyable, so that a ring slot (one
+// cache line) holds it with its sequence word.
+struct InlineTask {
+  InlineKind kind = InlineKind::kNode;
+  uint64_t enqueueNs = 0;  // steady-clock ns at enqueue, 0 when tracing was off
+  union {
+    struct {
+      npuHostFn_t fn;
+      void* userData;
+    } hostFn;
+    struct {
+      const char* name;
+      int (*run)(void*, char*, size_t);
+      void (*release)(void*);
+      void* userData;
+    } user;
+    Task* node;
+  };
+
+  InlineTask() noexcept : node(nullptr) {}
+  static InlineTask hostFunc(npuHostFn_t fn, void* userData) noexcept {
+    InlineTask t;
+    t.kind = InlineKind::kHostFn;
+    t.hostFn = {fn, userData};
+    return t;
+  }
+  static InlineTask userTask(const npuTask& task) noexcept {
+    InlineTask t;
+    t.kind = InlineKind::kUserTask;
+    t.user = {task.name, task.run, task.release, task.userData};
+    return t;
+  }
+  static InlineTask heap(Task* task) noexcept {
+    InlineTask t;
+    t.kind = InlineKind::kNode;
+    t.node = task;
+    return t;
+  }
+
+  TaskKind taskKind() const noexcept {
+    return kind == InlineKind::kNode ? node->kind() : TaskKind::kWork;
+  }
+  const char* name() const noexcept;
+  int run(char* errorBuf, size_t errorBufSize) noexcept;
+  void discard() noexcept;
+  void dispose() noexcept {
+    if (kind == InlineKind::kNode) node->dispose();
+  }
+};
+static_assert(sizeof(InlineTask) == 48, "an InlineTask and its sequence word fill one cache line");
+
+// npuLaunchTask with npuTaskCopyName: the user's run/release/userData and a
+// copy of the name (the only user task that needs a node).
 class UserTask final : public Task {
  public:
   // `task` must have been validated (run non-null, flags known).
@@ -99,19 +168,6 @@ class UserTask final : public Task {
   npuTask task_;
   const char* name_;       // task_.name, ownedName_ or "task"
   std::string ownedName_;  // only with npuTaskCopyName
-};
-
-// npuLaunchHostFunc.
-class HostFnTask final : public Task {
- public:
-  HostFnTask(npuHostFn_t fn, void* userData) noexcept
-      : Task(TaskKind::kWork), fn_(fn), userData_(userData) {}
-  const char* name() const noexcept override { return "npuLaunchHostFunc"; }
-  int run(char* errorBuf, size_t errorBufSize) noexcept override;
-
- private:
-  npuHostFn_t fn_;
-  void* userData_;
 };
 
 // npuMemcpyAsync. Holds the device allocations it touches (null for host

@@ -206,8 +206,9 @@ TEST(NPUEventTest, DeviceMismatchAndTimingErrorsUseTorchNpuTexts) {
     e.record(c10_npu::getStreamFromPool(false, 1));
     FAIL();
   } catch (const c10::Error& err) {
-    EXPECT_NE(std::string(err.what()).find("Event device 0 does not match recording stream's device 1."),
-              std::string::npos);
+    EXPECT_NE(
+        std::string(err.what()).find("Event device 0 does not match recording stream's device 1."),
+        std::string::npos);
   }
   c10_npu::NPUEvent untimed;
   c10_npu::NPUEvent other;

@@ -4,7 +4,7 @@
  * Layer: device runtime (bottom layer). Depends on the C/C++ standard library
  * only; knows nothing of PyTorch.
  *
- * Model (see docs/ARCHITECTURE.md):
+ * Model (see docs/ARCHITECTURE.md and the notes in csrc/npurt/README.md):
  *  - A process sees NPU_SIM_DEVICE_COUNT devices (default 2). Each device owns
  *    NPU_SIM_CORES executor threads (default 2), started on first use.
  *  - A stream is an in-order queue of tasks. At most one task of a stream
@@ -69,7 +69,7 @@ typedef enum npuError_t {
   /* A timed wait expired before the work completed. */
   npuErrorTimeout = 8,
   /* A task failed while running on the device. The message names the task.
-   * See Note [Task failure rule] in docs/ARCHITECTURE.md. */
+   * See Note [Task failure rule] in csrc/npurt/README.md. */
   npuErrorLaunchFailure = 9,
   /* The memcpy kind does not match the pointers given. */
   npuErrorInvalidMemcpyDirection = 10,

@@ -23,8 +23,7 @@ namespace npurt {
 // Exception carrying an npuError_t; what() is "<name>: <detailed message>".
 class Error : public std::runtime_error {
  public:
-  Error(npuError_t code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(npuError_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
   npuError_t code() const noexcept { return code_; }
 
  private:

@@ -1,0 +1,676 @@
+// torch_npu._C._NPUStreamBase / _NPUEventBase and the stream functions of
+// torch_npu.npu (current_stream, set_stream, stream contexts, limits).
+//
+// Layer: binding.
+//
+// _NPUStreamBase subclasses torch._C.Stream (THPStream), so every npu stream
+// is a torch.Stream and PyTorch's generic code accepts it; it adds no fields:
+// the (stream_id, device_index, device_type) triple of THPStream *is* the
+// stream, validated once at construction (NPUStream::unpack3 or a pool / the
+// external registry). A stream argument that is only a torch.Stream (not one
+// of ours) is validated again on every use, so a generic stream of another
+// device type never reaches the core as if it were an npu stream.
+//
+// _NPUEventBase subclasses torch._C.Event (THPEvent) and owns a
+// c10_npu::NPUEvent, or an NPUExternalEvent for ExternalEvent. Calls on one
+// event object are serialised by a mutex taken after the GIL is released, so
+// waiting methods never hold the GIL and two threads sharing an event never
+// race inside NPUEvent (which is not thread-safe by itself).
+//
+// Hot paths (current_stream, stream context enter/exit, ExternalStream(ptr),
+// Event.record/query) are plain CPython entry points without pybind11's
+// argument machinery. See benchmarks/bench_streams.py.
+#include <Python.h>
+#include <structmember.h>
+
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Event.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Stream.h>
+#include <torch/csrc/utils/object_ptr.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/utils/python_strings.h>
+
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "aten/OpLauncher.h"
+#include "core/ExternalStreams.h"
+#include "core/NPUEvent.h"
+#include "core/NPUException.h"
+#include "core/NPUExternalEvent.h"
+#include "core/NPUFunctions.h"
+#include "core/NPUStream.h"
+#include "core/StreamLimits.h"
+
+namespace py = pybind11;
+
+namespace c10_npu::python {
+namespace {
+
+constexpr auto kNpu = c10::DeviceType::PrivateUse1;
+
+PyTypeObject NPUStreamType;
+PyTypeObject NPUEventType;
+// The Python class current_stream()/default_stream() build (torch_npu.npu.Stream,
+// registered by streams.py); the base type until then.
+PyTypeObject* gStreamClass = &NPUStreamType;
+
+// ---------------------------------------------------------------------------
+// Argument helpers
+// ---------------------------------------------------------------------------
+
+// device argument: None/negative int → -1 (current device), int, 'npu[:N]',
+// torch.device('npu[:N]'). Other device types: ValueError.
+c10::DeviceIndex parseDevice(PyObject* obj) {
+  if (obj == nullptr || obj == Py_None) return -1;
+  if (PyLong_Check(obj) && !PyBool_Check(obj)) {
+    const long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) throw python_error();
+    if (v < 0) return -1;
+    const c10::DeviceIndex count = device_count_ensure_non_zero();
+    TORCH_CHECK(v < count, "Invalid device_index: ", v, ". Expected a device index in [0, ",
+                static_cast<int>(count), ") or -1.", NPU_ERROR_SUFFIX);
+    return static_cast<c10::DeviceIndex>(v);
+  }
+  c10::Device d(c10::DeviceType::CPU);
+  if (THPDevice_Check(obj)) {
+    d = reinterpret_cast<THPDevice*>(obj)->device;
+  } else if (PyUnicode_Check(obj)) {
+    d = c10::Device(THPUtils_unpackString(obj));
+  } else {
+    TORCH_CHECK_TYPE(false, "Expected a torch.device, str, int or None as device, but got ",
+                     Py_TYPE(obj)->tp_name);
+  }
+  TORCH_CHECK_VALUE(d.type() == kNpu, "Expected a npu device, but got: ", d);
+  return d.has_index() ? checkedDeviceIndex(d.index()) : -1;
+}
+
+// Validates a triple from Python. Ranges are checked before narrowing, so
+// device_index 999 is "Invalid device_index: 999", not a wrapped int8.
+NPUStream unpackChecked(int64_t stream_id, int64_t device_index, int64_t device_type) {
+  TORCH_CHECK(device_type >= 0 &&
+                  device_type < static_cast<int64_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES),
+              "Invalid device_type: ", device_type, ". Expected the npu device type ",
+              static_cast<int>(kNpu), NPU_ERROR_SUFFIX);
+  TORCH_CHECK(device_index >= 0 && device_index < device_count_ensure_non_zero(),
+              "Invalid device_index: ", device_index, NPU_ERROR_SUFFIX);
+  return NPUStream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
+                            static_cast<c10::DeviceType>(device_type));
+}
+
+bool isOurStream(PyObject* obj) { return PyObject_TypeCheck(obj, &NPUStreamType); }
+
+NPUStream trustedStream(PyObject* obj) {
+  auto* s = reinterpret_cast<THPStream*>(obj);
+  return NPUStream(NPUStream::UNCHECKED,
+                   c10::Stream(c10::Stream::UNSAFE,
+                               c10::Device(kNpu, static_cast<c10::DeviceIndex>(s->device_index)),
+                               s->stream_id));
+}
+
+// A stream argument: one of ours (validated at construction), or any
+// torch.Stream (validated now). `api` names the caller in the TypeError.
+NPUStream streamArg(PyObject* obj, const char* api) {
+  if (isOurStream(obj)) return trustedStream(obj);
+  TORCH_CHECK_TYPE(obj != nullptr && THPStream_Check(obj), api,
+                   " expects a torch_npu.npu.Stream, but got ",
+                   obj == nullptr ? "nothing" : Py_TYPE(obj)->tp_name);
+  auto* s = reinterpret_cast<THPStream*>(obj);
+  return unpackChecked(s->stream_id, s->device_index, s->device_type);
+}
+
+// As streamArg, None → the current stream of the current device.
+NPUStream streamArgOrCurrent(PyObject* obj, const char* api) {
+  if (obj == nullptr || obj == Py_None) return getCurrentNPUStream(-1);
+  return streamArg(obj, api);
+}
+
+PyObject* wrapStream(PyTypeObject* cls, const NPUStream& s) {
+  PyObject* obj = cls->tp_alloc(cls, 0);
+  if (obj == nullptr) return nullptr;
+  auto* self = reinterpret_cast<THPStream*>(obj);
+  self->stream_id = s.id();
+  self->device_index = s.device_index();
+  self->device_type = static_cast<int64_t>(s.device_type());
+  return obj;
+}
+
+// ---------------------------------------------------------------------------
+// _NPUStreamBase
+// ---------------------------------------------------------------------------
+
+NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long long streamId,
+                        long long deviceIndex, long long deviceType, PyObject* streamPtr) {
+  if (streamPtr != nullptr && streamPtr != Py_None) {
+    TORCH_CHECK(priority == 0, "Priority was explicitly set for an external stream",
+                NPU_ERROR_SUFFIX);
+    TORCH_CHECK(isSyncLaunch == 0, "is_sync_launch was explicitly set for an external stream",
+                NPU_ERROR_SUFFIX);
+    TORCH_CHECK_TYPE(PyLong_Check(streamPtr) && !PyBool_Check(streamPtr),
+                     "ExternalStream expects stream_ptr to be an int (an npuStream_t handle), "
+                     "but got ",
+                     Py_TYPE(streamPtr)->tp_name);
+    // Beyond torch_npu: never fall back to the unpack path silently.
+    TORCH_CHECK_VALUE(streamId == 0 && deviceIndex == 0 && deviceType == 0,
+                      "ExternalStream: stream_ptr cannot be combined with stream_id, "
+                      "device_index or device_type (got stream_id=",
+                      streamId, ", device_index=", deviceIndex, ", device_type=", deviceType,
+                      "). Wrap a raw handle with stream_ptr alone, or rebuild a stream from its "
+                      "(stream_id, device_index, device_type) without stream_ptr.");
+    const unsigned long long ptr = PyLong_AsUnsignedLongLong(streamPtr);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      TORCH_CHECK_VALUE(false, "ExternalStream expects stream_ptr to be a non-negative 64-bit "
+                               "handle, but got a value out of range");
+    }
+    // Beyond torch_npu: 0 is "no stream", never a pool stream.
+    TORCH_CHECK_VALUE(ptr != 0,
+                      "ExternalStream(0): 0 is not a stream handle (it means 'no stream'). Pass "
+                      "the npuStream_t of a stream created with npuStreamCreate.");
+    return getStreamFromExternal(reinterpret_cast<npuStream_t>(static_cast<uintptr_t>(ptr)),
+                                 parseDevice(device));
+  }
+  if (streamId != 0 || deviceIndex != 0 || deviceType != 0) {
+    return unpackChecked(streamId, deviceIndex, deviceType);
+  }
+  const c10::DeviceIndex d = parseDevice(device);
+  return isSyncLaunch != 0 ? getNPUStreamFromSyncLaunchPool(d) : getStreamFromPool(priority, d);
+}
+
+PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  HANDLE_TH_ERRORS
+  PyObject* device = Py_None;
+  int priority = 0;
+  int isSyncLaunch = 0;
+  long long streamId = 0;
+  long long deviceIndex = 0;
+  long long deviceType = 0;
+  PyObject* streamPtr = Py_None;
+  static const char* kwlist[] = {"device",      "priority",    "is_sync_launch", "stream_id",
+                                 "device_index", "device_type", "stream_ptr",     nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OiiLLLO", const_cast<char**>(kwlist), &device,
+                                   &priority, &isSyncLaunch, &streamId, &deviceIndex, &deviceType,
+                                   &streamPtr)) {
+    return nullptr;
+  }
+  const NPUStream s = resolveStream(device, priority, isSyncLaunch, streamId, deviceIndex,
+                                    deviceType, streamPtr);
+  return wrapStream(type, s);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamGetDevice(PyObject* self, void*) {
+  HANDLE_TH_ERRORS
+  return THPDevice_New(
+      c10::Device(kNpu, static_cast<c10::DeviceIndex>(reinterpret_cast<THPStream*>(self)->device_index)));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamGetNpuStream(PyObject* self, void*) {
+  HANDLE_TH_ERRORS
+  const NPUStream s = trustedStream(self);
+  npuStream_t h = nullptr;
+  {
+    pybind11::gil_scoped_release nogil;
+    h = s.stream();  // drains the task queue; see Note [Task queue drain rule]
+  }
+  return PyLong_FromVoidPtr(h);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamGetPriority(PyObject*, void*) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(false, "NPU dose not support Stream.get_priority() currently.", NPU_ERROR_SUFFIX);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamQuery(PyObject* self, PyObject*) {
+  HANDLE_TH_ERRORS
+  const NPUStream s = trustedStream(self);
+  bool done = false;
+  {
+    pybind11::gil_scoped_release nogil;
+    done = s.query();
+  }
+  return PyBool_FromLong(done);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamSynchronize(PyObject* self, PyObject*) {
+  HANDLE_TH_ERRORS
+  const NPUStream s = trustedStream(self);
+  {
+    pybind11::gil_scoped_release nogil;
+    s.synchronize();
+    aten::detail::releaseDeferred();
+  }
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamSetDataPreprocess(PyObject* self, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(PyBool_Check(arg), "set_data_preprocess_stream expects a bool, but got ",
+                   Py_TYPE(arg)->tp_name);
+  (void)trustedStream(self).rawHandle();  // a destroyed external stream raises
+  // Data-preprocess streams only change scheduling on Ascend; accepted as a no-op.
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamPriorityRange(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(false, "NPU does not support Stream.priority_range() currently.", NPU_ERROR_SUFFIX);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamRichCompare(PyObject* self, PyObject* other, int op) {
+  if ((op != Py_EQ && op != Py_NE) || !THPStream_Check(other)) Py_RETURN_NOTIMPLEMENTED;
+  auto* a = reinterpret_cast<THPStream*>(self);
+  auto* b = reinterpret_cast<THPStream*>(other);
+  const bool eq = a->stream_id == b->stream_id && a->device_index == b->device_index &&
+                  a->device_type == b->device_type;
+  return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+Py_hash_t streamHash(PyObject* self) {
+  auto* s = reinterpret_cast<THPStream*>(self);
+  const uint64_t mixed = static_cast<uint64_t>(s->stream_id) * 0x9E3779B97F4A7C15ull ^
+                        static_cast<uint64_t>(s->device_index * 64 + s->device_type);
+  const Py_hash_t h = static_cast<Py_hash_t>(mixed);
+  return h == -1 ? -2 : h;
+}
+
+PyMemberDef streamMembers[] = {
+    {const_cast<char*>("stream_id"), T_LONGLONG, offsetof(THPStream, stream_id), READONLY, nullptr},
+    {const_cast<char*>("device_index"), T_LONGLONG, offsetof(THPStream, device_index), READONLY,
+     nullptr},
+    {const_cast<char*>("device_type"), T_LONGLONG, offsetof(THPStream, device_type), READONLY,
+     nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyGetSetDef streamGetSet[] = {
+    {const_cast<char*>("device"), streamGetDevice, nullptr, nullptr, nullptr},
+    {const_cast<char*>("npu_stream"), streamGetNpuStream, nullptr,
+     const_cast<char*>("The runtime handle as an int; reading it drains the task queue."), nullptr},
+    {const_cast<char*>("priority"), streamGetPriority, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMethodDef streamMethods[] = {
+    {"query", streamQuery, METH_NOARGS, nullptr},
+    {"synchronize", streamSynchronize, METH_NOARGS, nullptr},
+    {"set_data_preprocess_stream", streamSetDataPreprocess, METH_O, nullptr},
+    {"priority_range", streamPriorityRange, METH_STATIC | METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+// ---------------------------------------------------------------------------
+// _NPUEventBase
+// ---------------------------------------------------------------------------
+
+struct NPUEventObject {
+  THPEvent base;
+  NPUEvent* event;             // plain events
+  NPUExternalEvent* external;  // ExternalEvent (graph_external=True)
+  std::mutex* mutex;           // serialises calls on this object (see top note)
+};
+
+NPUEventObject* asEvent(PyObject* obj) { return reinterpret_cast<NPUEventObject*>(obj); }
+
+PyObject* eventNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  HANDLE_TH_ERRORS
+  int enableTiming = 0;
+  int blocking = 0;
+  int interprocess = 0;
+  int external = 0;
+  static const char* kwlist[] = {"enable_timing", "blocking", "interprocess", "graph_external",
+                                 nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|pppp", const_cast<char**>(kwlist),
+                                   &enableTiming, &blocking, &interprocess, &external)) {
+    return nullptr;
+  }
+  TORCH_CHECK(!interprocess,
+              "Parameter interprocess is not supported on the simulated NPU (it has no "
+              "inter-process events).",
+              NPU_ERROR_SUFFIX);
+  THPObjectPtr ptr(type->tp_alloc(type, 0));
+  if (!ptr) return nullptr;
+  auto* self = asEvent(ptr.get());
+  new (&self->base.event) c10::Event(kNpu);
+  self->mutex = new std::mutex();
+  if (external) {
+    self->external = new NPUExternalEvent();
+  } else {
+    unsigned flags = enableTiming ? npuEventDefault : npuEventDisableTiming;
+    if (blocking) flags |= npuEventBlockingSync;
+    self->event = new NPUEvent(flags);
+  }
+  return ptr.release();
+  END_HANDLE_TH_ERRORS
+}
+
+void eventDealloc(PyObject* obj) {
+  auto* self = asEvent(obj);
+  delete self->event;
+  delete self->external;
+  delete self->mutex;
+  self->event = nullptr;
+  self->external = nullptr;
+  self->mutex = nullptr;
+  self->base.event.~Event();  // never used (our methods override torch.Event's), so no backend event
+  THPEvent_dealloc_common(&self->base);  // clears weakrefs, then calls tp_free
+}
+
+PyObject* eventGetDevice(PyObject* obj, void*) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  std::optional<c10::Device> d;
+  {
+    std::lock_guard<std::mutex> lock(*self->mutex);
+    d = self->external != nullptr ? self->external->device() : self->event->device();
+  }
+  if (!d) Py_RETURN_NONE;
+  return THPDevice_New(*d);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventGetHandle(PyObject* obj, void*) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  npuEvent_t e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(*self->mutex);
+    e = self->external != nullptr ? self->external->event() : self->event->event();
+  }
+  return PyLong_FromVoidPtr(e);
+  END_HANDLE_TH_ERRORS
+}
+
+// Runs fn(event) with the GIL released and the object's mutex held.
+template <typename F>
+void withEvent(NPUEventObject* self, F&& fn) {
+  pybind11::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(*self->mutex);
+  fn();
+}
+
+void requirePlain(NPUEventObject* self, const char* api) {
+  TORCH_CHECK(self->event != nullptr, "ExternalEvent does not support ", api,
+              "; it only supports record(), wait() and reset().", NPU_ERROR_SUFFIX);
+}
+
+PyObject* eventRecord(PyObject* obj, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  const NPUStream s = streamArgOrCurrent(arg, "Event.record");
+  withEvent(self, [&] {
+    if (self->external != nullptr) {
+      self->external->record(s);
+    } else {
+      self->event->record(s);
+    }
+  });
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventWait(PyObject* obj, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  const NPUStream s = streamArgOrCurrent(arg, "Event.wait");
+  withEvent(self, [&] {
+    if (self->external != nullptr) {
+      self->external->wait(s);
+    } else {
+      self->event->block(s);
+    }
+  });
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventReset(PyObject* obj, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  const NPUStream s = streamArgOrCurrent(arg, "ExternalEvent.reset");
+  TORCH_CHECK(self->external != nullptr, "API reset() only support ACL_EVENT_EXTERNAL flag event.",
+              NPU_ERROR_SUFFIX);
+  withEvent(self, [&] { self->external->reset(s); });
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventQuery(PyObject* obj, PyObject*) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  requirePlain(self, "query()");
+  bool done = false;
+  withEvent(self, [&] { done = self->event->query(); });
+  return PyBool_FromLong(done);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventSynchronize(PyObject* obj, PyObject*) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  requirePlain(self, "synchronize()");
+  withEvent(self, [&] { self->event->synchronize(); });
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventElapsedTime(PyObject* obj, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  TORCH_CHECK_TYPE(PyObject_TypeCheck(arg, &NPUEventType),
+                   "elapsed_time expects a torch_npu.npu.Event, but got ", Py_TYPE(arg)->tp_name);
+  auto* other = asEvent(arg);
+  requirePlain(self, "elapsed_time()");
+  requirePlain(other, "elapsed_time()");
+  float ms = 0;
+  {
+    pybind11::gil_scoped_release nogil;
+    // Lock both in address order (a.elapsed_time(b) racing b.elapsed_time(a)).
+    std::mutex* first = self->mutex < other->mutex ? self->mutex : other->mutex;
+    std::mutex* second = self->mutex < other->mutex ? other->mutex : self->mutex;
+    std::lock_guard<std::mutex> l1(*first);
+    std::unique_lock<std::mutex> l2;
+    if (second != first) l2 = std::unique_lock<std::mutex>(*second);
+    ms = self->event->elapsed_time(*other->event);
+  }
+  return PyFloat_FromDouble(ms);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventRecordedTime(PyObject* obj, PyObject*) {
+  HANDLE_TH_ERRORS
+  auto* self = asEvent(obj);
+  requirePlain(self, "recorded_time()");
+  uint64_t us = 0;
+  withEvent(self, [&] { us = self->event->recorded_time(); });
+  return PyLong_FromUnsignedLongLong(us);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventIpcHandle(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(false, "Event.ipc_handle() is not supported on the simulated NPU (it has no "
+                     "inter-process events).", NPU_ERROR_SUFFIX);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* eventFromIpcHandle(PyObject*, PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(false, "Event.from_ipc_handle() is not supported on the simulated NPU (it has no "
+                     "inter-process events).", NPU_ERROR_SUFFIX);
+  END_HANDLE_TH_ERRORS
+}
+
+PyGetSetDef eventGetSet[] = {
+    {const_cast<char*>("device"), eventGetDevice, nullptr, nullptr, nullptr},
+    {const_cast<char*>("npu_event"), eventGetHandle, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMethodDef eventMethods[] = {
+    {"from_ipc_handle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(eventFromIpcHandle)),
+     METH_CLASS | METH_VARARGS | METH_KEYWORDS, nullptr},
+    {"record", eventRecord, METH_O, nullptr},
+    {"wait", eventWait, METH_O, nullptr},
+    {"reset", eventReset, METH_O, nullptr},
+    {"query", eventQuery, METH_NOARGS, nullptr},
+    {"synchronize", eventSynchronize, METH_NOARGS, nullptr},
+    {"elapsed_time", eventElapsedTime, METH_O, nullptr},
+    {"recorded_time", eventRecordedTime, METH_NOARGS, nullptr},
+    {"ipc_handle", eventIpcHandle, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+// ---------------------------------------------------------------------------
+// Module functions on the hot path (plain CPython calling convention)
+// ---------------------------------------------------------------------------
+
+PyObject* currentStreamObject(PyObject*, PyObject* device) {
+  HANDLE_TH_ERRORS
+  return wrapStream(gStreamClass, getCurrentNPUStream(parseDevice(device)));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* defaultStreamObject(PyObject*, PyObject* device) {
+  HANDLE_TH_ERRORS
+  return wrapStream(gStreamClass, getDefaultNPUStream(parseDevice(device)));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* setStreamObject(PyObject*, PyObject* stream) {
+  HANDLE_TH_ERRORS
+  if (stream == Py_None) Py_RETURN_NONE;
+  const NPUStream s = streamArg(stream, "set_stream");
+  (void)s.rawHandle();  // a destroyed external stream raises here, not at the next op
+  if (s.device_index() != current_device()) set_device(s.device_index());
+  setCurrentNPUStream(s);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// Stream context: enter returns a token holding what exit restores, so the
+// state lives with the entry (the caller keeps it), never on a shared object.
+// Token = (previous stream id of the target device) << 16 | target << 8 | previous device.
+PyObject* streamEnter(PyObject*, PyObject* stream) {
+  HANDLE_TH_ERRORS
+  const NPUStream s = streamArg(stream, "torch_npu.npu.stream");
+  if (s.isExternal()) (void)s.rawHandle();  // destroyed external stream: raise now
+  const c10::DeviceIndex prev = current_device();
+  const c10::DeviceIndex target = s.device_index();
+  const c10::StreamId prevId = getCurrentNPUStream(target).id();
+  if (prev != target) set_device(target);
+  setCurrentNPUStream(s);
+  const uint64_t token = (static_cast<uint64_t>(prevId) << 16) |
+                         (static_cast<uint64_t>(static_cast<uint8_t>(target)) << 8) |
+                         static_cast<uint64_t>(static_cast<uint8_t>(prev));
+  return PyLong_FromUnsignedLongLong(token);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* streamExit(PyObject*, PyObject* tokenObj) {
+  HANDLE_TH_ERRORS
+  const unsigned long long token = PyLong_AsUnsignedLongLong(tokenObj);
+  if (PyErr_Occurred()) return nullptr;
+  const auto prev = static_cast<c10::DeviceIndex>(token & 0xff);
+  const auto target = static_cast<c10::DeviceIndex>((token >> 8) & 0xff);
+  const auto prevId = static_cast<c10::StreamId>(token >> 16);
+  setCurrentNPUStream(NPUStream(NPUStream::UNCHECKED,
+                                c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, target), prevId)));
+  if (current_device() != prev) set_device(prev);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef moduleMethods[] = {
+    {"_npu_currentStreamObject", currentStreamObject, METH_O, nullptr},
+    {"_npu_defaultStreamObject", defaultStreamObject, METH_O, nullptr},
+    {"_npu_setStreamObject", setStreamObject, METH_O, nullptr},
+    {"_npu_streamEnter", streamEnter, METH_O, nullptr},
+    {"_npu_streamExit", streamExit, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+void readyType(PyTypeObject* type, PyTypeObject* base, PyObject* module, const char* attr) {
+  Py_INCREF(base);
+  type->tp_base = base;
+  if (PyType_Ready(type) < 0) throw python_error();
+  Py_INCREF(type);
+  if (PyModule_AddObject(module, attr, reinterpret_cast<PyObject*>(type)) < 0) {
+    throw python_error();
+  }
+}
+
+}  // namespace
+
+void initStreams(py::module_& m) {
+  TORCH_CHECK(THPStreamClass != nullptr && THPEventClass != nullptr,
+              "import torch before torch_npu._C");
+
+  PyTypeObject& st = NPUStreamType;
+  st.tp_name = "torch_npu._C._NPUStreamBase";
+  st.tp_basicsize = sizeof(THPStream);  // no fields of our own: the triple is the stream
+  st.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  st.tp_doc = "C base of torch_npu.npu.Stream: a torch.Stream of the npu device.";
+  st.tp_richcompare = streamRichCompare;
+  st.tp_hash = streamHash;
+  st.tp_methods = streamMethods;
+  st.tp_members = streamMembers;
+  st.tp_getset = streamGetSet;
+  st.tp_new = streamNew;
+  readyType(&st, THPStreamClass, m.ptr(), "_NPUStreamBase");
+
+  PyTypeObject& et = NPUEventType;
+  et.tp_name = "torch_npu._C._NPUEventBase";
+  et.tp_basicsize = sizeof(NPUEventObject);
+  et.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  et.tp_doc = "C base of torch_npu.npu.Event and ExternalEvent: a torch.Event of the npu device.";
+  et.tp_dealloc = eventDealloc;
+  et.tp_methods = eventMethods;
+  et.tp_getset = eventGetSet;
+  et.tp_new = eventNew;
+  readyType(&et, THPEventClass, m.ptr(), "_NPUEventBase");
+
+  if (PyModule_AddFunctions(m.ptr(), moduleMethods) < 0) throw python_error();
+
+  m.def("_npu_registerStreamClass", [](py::handle cls) {
+    TORCH_CHECK_TYPE(PyType_Check(cls.ptr()) &&
+                         PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls.ptr()), &NPUStreamType),
+                     "expected a subclass of torch_npu._C._NPUStreamBase");
+    Py_INCREF(cls.ptr());  // kept for the life of the process
+    gStreamClass = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  });
+  m.def("_npu_isExternalStream",
+        [](py::handle s) { return streamArg(s.ptr(), "_npu_isExternalStream").isExternal(); });
+  // The refusal of an API that needs a torch_npu-managed stream (compat mode),
+  // for the Python-level graph/report APIs. current=True words it for a check
+  // of the current stream, as torch_npu does.
+  m.def("_npu_checkManagedOnly", [](py::handle s, const std::string& api, bool current) {
+    const NPUStream stream = streamArgOrCurrent(s.ptr(), api.c_str());
+    if (!stream.isExternal() || external::mode() == external::Mode::kFull) return;
+    TORCH_CHECK(!current, "External NPU stream is not supported in ", api,
+                ". This path requires a torch_npu-managed current stream.", NPU_ERROR_SUFFIX);
+    external::checkManagedOnly(stream, api.c_str());
+  });
+  m.def("_npu_setStreamLimit", [](py::handle s, int kind, int64_t value) {
+    limits::setStreamLimit(streamArg(s.ptr(), "set_stream_limit"),
+                           static_cast<limits::Kind>(kind), value);
+  });
+  m.def("_npu_getStreamLimit", [](py::handle s, int kind) {
+    return limits::getStreamLimit(streamArg(s.ptr(), "get_stream_limit"),
+                                  static_cast<limits::Kind>(kind));
+  });
+  m.def("_npu_resetStreamLimit", [](py::handle s) {
+    limits::resetStreamLimit(streamArg(s.ptr(), "reset_stream_limit"));
+  });
+  m.def("_npu_streamIntraOpThreads",
+        [](py::handle s) { return limits::intraOpThreads(streamArg(s.ptr(), "intra_op_threads")); });
+  m.def("_npu_externalEventPendingGates", [](int64_t device) {
+    return NPUExternalEvent::pendingGates(checkedDeviceIndex(device));
+  });
+}
+
+}  // namespace c10_npu::python

@@ -1,0 +1,237 @@
+"""Bad inputs to the functions of the other files: each gets a clear Python
+exception (type and message checked) and leaves the device usable (the
+autouse fixture in conftest.py then synchronizes both devices and runs a
+computation). Covers device indices, device types, stream triples (npu and
+generic ``torch.Stream``), RNG states, memory functions, erase_stream,
+tensors on different devices in one op, and a failing op inside a task that
+is reported at the next synchronize naming the operator."""
+
+import pytest
+import torch
+import torch_npu
+
+from conftest import NPU_DEVICE_TYPE, device_works, run_py_ok
+
+T = NPU_DEVICE_TYPE
+INVALID_INDEX = r"Invalid device_index: {}"
+
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda: torch.npu.set_device(99), RuntimeError, INVALID_INDEX.format(99)),
+    (lambda: torch.npu.set_device(-5), ValueError, INVALID_INDEX.format(-5)),
+    (lambda: torch.npu.set_device("npu:2"), RuntimeError, INVALID_INDEX.format(2)),
+    (lambda: torch.npu.set_device("cpu"), ValueError, "Expected a npu device, but got"),
+    (lambda: torch.npu.set_device(1.5), TypeError, "Expected a torch.device, str, int or None, but got float"),
+    (lambda: torch.npu.synchronize("cpu"), ValueError, "Expected a npu device, but got"),
+    (lambda: torch.npu.synchronize(torch.device("cpu")), ValueError, "Expected a npu device, but got"),
+    (lambda: torch.npu.synchronize(5), RuntimeError, INVALID_INDEX.format(5)),
+    (lambda: torch.npu.synchronize(-3), RuntimeError, INVALID_INDEX.format(-3)),
+    (lambda: torch.npu.device("npu:7").__enter__(), RuntimeError, INVALID_INDEX.format(7)),
+    (lambda: torch.npu.get_device_properties(42), RuntimeError, INVALID_INDEX.format(42)),
+    (lambda: torch.npu.get_device_name(42), RuntimeError, INVALID_INDEX.format(42)),
+    (lambda: torch.npu.current_stream(7), RuntimeError, INVALID_INDEX.format(7)),
+    (lambda: torch.npu.default_stream(-2), RuntimeError, INVALID_INDEX.format(-2)),
+    (lambda: torch.npu.set_stream("x"), TypeError, "set_stream expects a torch_npu.npu.Stream, but got str"),
+    (lambda: torch.accelerator.set_device_index(9), RuntimeError, INVALID_INDEX.format(9)),
+    (lambda: torch.accelerator.current_stream(9), RuntimeError, INVALID_INDEX.format(9)),
+    (lambda: torch.accelerator.synchronize(9), RuntimeError, INVALID_INDEX.format(9)),
+    (lambda: torch.ones(2, device="npu:5"), RuntimeError, INVALID_INDEX.format(5)),
+    (lambda: torch.ones(2).to("npu:9"), RuntimeError, INVALID_INDEX.format(9)),
+    (lambda: torch.empty(-1, device="npu"), RuntimeError, "negative dimension"),
+], ids=lambda x: None)
+def test_bad_device_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+    assert torch.npu.current_device() == 0
+    device_works(0)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(stream_id=99999, device_index=0, device_type=T), "Unrecognized stream 99999"),
+    (dict(stream_id=-7, device_index=0, device_type=T), "Unrecognized stream -7"),
+    (dict(stream_id=0, device_index=999, device_type=T), INVALID_INDEX.format(999)),
+    (dict(stream_id=0, device_index=-5, device_type=T), INVALID_INDEX.format(-5)),
+    (dict(stream_id=0, device_index=0, device_type=999), "Invalid device_type: 999"),
+    (dict(stream_id=0, device_index=0, device_type=0), "Expected a npu stream, but got device_type 0"),
+    (dict(stream_id=64 + 4, device_index=0, device_type=T), "Invalid sync launch stream index 4"),
+    (dict(stream_id=(1 << 30) | 12345, device_index=0, device_type=T), "Unrecognized external NPU stream"),
+])
+def test_npu_stream_from_bad_triple(kwargs, match):
+    with pytest.raises(RuntimeError, match=match):
+        torch_npu.npu.Stream(**kwargs)
+    with pytest.raises(RuntimeError, match=match):
+        torch_npu.npu.set_stream(torch.Stream(**kwargs) if kwargs["device_index"] < 128 and kwargs["device_type"] < 64
+                                 else torch_npu.npu.Stream(**kwargs))
+    assert torch.npu.current_stream() == torch.npu.default_stream()
+
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda: torch.npu.Stream(device="cpu"), ValueError, "Expected a npu device, but got: cpu"),
+    (lambda: torch.npu.Stream(device=5), RuntimeError, INVALID_INDEX.format(5)),
+    (lambda: torch.Stream(device="npu:5"), RuntimeError, INVALID_INDEX.format(5)),
+])
+def test_bad_stream_devices(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+# The generic torch.Stream(stream_id=..., ...) constructor is PyTorch's and
+# does not consult the backend; using such a stream must fail as a user error
+# (not an internal assert, not a read of garbage) and must never become the
+# current stream. Run in a subprocess: the failure mode may be a crash.
+GENERIC_BAD_TRIPLES = """
+import torch, torch_npu
+T = torch.npu.default_stream().device_type
+triple = {triple}
+s = torch.Stream(stream_id=triple[0], device_index=triple[1], device_type=T)
+for name, fn in [("query", s.query), ("synchronize", s.synchronize),
+                 ("set_stream", lambda: torch.accelerator.set_stream(s)),
+                 ("enter", s.__enter__),
+                 ("record", lambda: torch.Event(device="npu").record(s))]:
+    try:
+        fn()
+        print(name, "NO ERROR")
+    except RuntimeError as e:
+        msg = str(e).splitlines()[0]
+        print(name, "INTERNAL" if "INTERNAL ASSERT" in msg else "USER", msg)
+print("current", torch.accelerator.current_stream().stream_id)
+print("works", (torch.ones(3, device="npu") + 1).sum().item())
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("triple,match", [
+    ((99999, 0), "Unrecognized stream 99999"),
+    ((-1, 0), "Unrecognized .*stream -1"),
+    ((0, 999), "-25"),  # PyTorch's DeviceIndex is int8: 999 arrives as -25
+])
+def test_generic_torch_stream_with_bad_triple(triple, match):
+    import re
+
+    out = run_py_ok(GENERIC_BAD_TRIPLES.format(triple=triple))
+    lines = dict(l.split(" ", 1) for l in out.splitlines())
+    for name in ("query", "synchronize", "set_stream", "enter", "record"):
+        assert lines[name].startswith("USER") and re.search(match, lines[name]), out
+    assert lines["current"] == "0", out
+    assert lines["works"] == "6.0", out
+
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda: torch.npu.set_rng_state(torch.zeros(3)), RuntimeError, "Expected the RNG state to be a torch.ByteTensor"),
+    (lambda: torch.npu.set_rng_state(torch.zeros(3, dtype=torch.uint8)), RuntimeError, "Expected an RNG state of 16 bytes, but got 3"),
+    (lambda: torch.npu.set_rng_state([1, 2]), TypeError, "set_rng_state expects a torch.ByteTensor, but got list"),
+    (lambda: torch.npu.get_rng_state(5), RuntimeError, INVALID_INDEX.format(5)),
+    (lambda: torch.npu.set_rng_state(torch.npu.get_rng_state(), device=5), RuntimeError, INVALID_INDEX.format(5)),
+    (lambda: torch.npu.manual_seed("abc"), ValueError, "invalid literal for int"),
+])
+def test_bad_rng_inputs(call, exc, match):
+    torch.npu.manual_seed(3)
+    want = torch.randn(5, device="npu").cpu()
+    torch.npu.manual_seed(3)
+    with pytest.raises(exc, match=match):
+        call()
+    assert torch.equal(torch.randn(5, device="npu").cpu(), want)  # state untouched
+
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda: torch.npu.memory_allocated(5), RuntimeError, INVALID_INDEX.format(5)),
+    (lambda: torch.npu.memory_stats("cpu"), ValueError, "Expected a npu device, but got: cpu"),
+    (lambda: torch.npu.memory_summary(5), RuntimeError, INVALID_INDEX.format(5)),
+    (lambda: torch.npu.reset_peak_memory_stats(5), RuntimeError, INVALID_INDEX.format(5)),
+    (lambda: torch.npu.max_memory_reserved(-4), RuntimeError, INVALID_INDEX.format(-4)),
+    (lambda: torch_npu.erase_stream(3, torch.npu.Stream()), TypeError, "erase_stream expects a torch.Tensor, but got int"),
+    (lambda: torch_npu.erase_stream(torch.ones(2), torch.npu.Stream()), RuntimeError, "erase_stream expects an npu tensor, but got a tensor on cpu"),
+    (lambda: torch_npu.erase_stream(torch.ones(2, device="npu"), 5), TypeError, "erase_stream expects a torch_npu.npu.Stream, but got int"),
+])
+def test_bad_memory_inputs(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_tensors_on_different_npu_devices():
+    a, b = torch.ones(3, device="npu:0"), torch.ones(3, device="npu:1")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*npu:0 and npu:1"):
+        a + b
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.mm(a.view(3, 1), b.view(1, 3))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*npu:0 and cpu"):
+        a + torch.ones(3)
+    assert (a + 1).sum().item() == 6 and (b + 1).sum().item() == 6
+
+
+def test_shape_errors_raise_at_the_call():
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+        torch.ones(3, 4, device="npu") @ torch.ones(3, 4, device="npu")
+    with pytest.raises(RuntimeError, match="must match the size"):
+        torch.ones(2, device="npu") + torch.ones(3, device="npu")
+
+
+@pytest.mark.parametrize("dst_dev,src_dev", [("npu:0", "npu:0"), ("npu:0", "npu:1"), ("npu:0", "cpu")])
+def test_copy_with_mismatched_shapes_raises_at_the_call(dst_dev, src_dev):
+    dst = torch.zeros(2, device=dst_dev)
+    try:
+        with pytest.raises(RuntimeError, match="must match the size|expand|broadcast"):
+            dst.copy_(torch.ones(3, device=src_dev))  # as on cpu and cuda: raised here
+    finally:
+        # If the copy was queued instead, its failure is pending: report it
+        # here so that this test fails alone, not the fixture's teardown.
+        for d in (0, 1):
+            try:
+                torch.npu.synchronize(d)
+            except RuntimeError:
+                pass
+    # nothing left pending: the error was raised by the copy itself
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+    assert dst.sum().item() == 0
+
+
+@pytest.mark.parametrize("name,launch", [
+    ("aten::gather", lambda x: torch.gather(x, 0, torch.tensor([0, 10], device="npu"))),
+    ("aten::index", lambda x: x[torch.tensor([7], device="npu")]),
+    ("aten::index_select", lambda x: torch.index_select(x, 0, torch.tensor([5], device="npu"))),
+    ("aten::(_index_put_impl_|index_put_)", lambda x: x.index_put_((torch.tensor([9], device="npu"),), torch.tensor(1.0, device="npu"))),
+])
+def test_failing_task_reported_at_synchronize(name, launch):
+    x = torch.arange(5.0, device="npu")
+    launch(x)  # returns: the check happens in the kernel, on the device
+    with pytest.raises(RuntimeError, match=f"{name}.*out of (bounds|range)"):
+        torch.npu.synchronize()
+    torch.npu.synchronize()  # reported once
+    assert (x + 1).sum().item() == 15
+
+
+def test_failing_task_reported_at_stream_synchronize_and_item():
+    s = torch.npu.Stream()
+    x = torch.arange(5.0, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(s):
+        bad = torch.gather(x, 0, torch.tensor([0, 10], device="npu"))
+        with pytest.raises(RuntimeError, match="aten::gather.*out of bounds"):
+            bad.sum().item()
+        assert (x * 2).sum().item() == 20
+    s.synchronize()
+    assert s.query()
+
+
+def test_failing_task_on_side_stream_does_not_poison_default():
+    s = torch.npu.Stream()
+    x = torch.arange(5.0, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(s):
+        torch.gather(x, 0, torch.tensor([10], device="npu"))
+    assert (x + 1).sum().item() == 15  # default stream unaffected
+    with pytest.raises(RuntimeError, match="aten::gather"):
+        s.synchronize()
+    with torch.npu.stream(s):
+        assert (x + 2).sum().item() == 20
+
+
+def test_event_errors():
+    e = torch.npu.Event()
+    e.record(torch.npu.Stream(device=0))
+    with pytest.raises(RuntimeError, match="Event device index 0 does not match recording stream's device index 1"):
+        e.record(torch.npu.Stream(device=1))
+    with pytest.raises(RuntimeError, match="does not match recording stream's device type"):
+        torch.npu.Event().record(torch.Stream(device="cpu"))
+    e.synchronize()
