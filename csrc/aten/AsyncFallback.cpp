@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -563,8 +564,9 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
         const IValue& a = args[ri.arg];
         if (a.isTensor() && metas.size() == 1 &&
             a.toTensor().sizes() != c10::IntArrayRef(metas[0].sizes)) {
-          // out= with a wrong size: resize like the CPU kernel would.
-          a.toTensor().resize_(metas[0].sizes);
+          // out= with a wrong size: resize (and warn if it had elements)
+          // exactly as PyTorch's kernels do.
+          at::native::resize_output(a.toTensor(), metas[0].sizes);
         }
         results.push_back(a);
         break;

@@ -62,17 +62,21 @@ PyTypeObject* gStreamClass = &NPUStreamType;
 // Argument helpers
 // ---------------------------------------------------------------------------
 
-// device argument: None/negative int → -1 (current device), int, 'npu[:N]',
-// torch.device('npu[:N]'). Other device types: ValueError.
-c10::DeviceIndex parseDevice(PyObject* obj) {
+// device argument: None → -1 (current device), int, 'npu[:N]',
+// torch.device('npu[:N]'). Negative ints: -1 is the current device; other
+// negative values are the current device too when `lenient` (the Stream
+// constructor, like torch_npu's `with device(d)`), else "Invalid device_index".
+// Other device types: ValueError.
+c10::DeviceIndex parseDevice(PyObject* obj, bool lenient = false) {
   if (obj == nullptr || obj == Py_None) return -1;
   if (PyLong_Check(obj) && !PyBool_Check(obj)) {
     const long long v = PyLong_AsLongLong(obj);
     if (v == -1 && PyErr_Occurred()) throw python_error();
-    if (v < 0) return -1;
+    if (v == -1 || (v < 0 && lenient)) return -1;
     const c10::DeviceIndex count = device_count_ensure_non_zero();
-    TORCH_CHECK(v < count, "Invalid device_index: ", v, ". Expected a device index in [0, ",
-                static_cast<int>(count), ") or -1.", NPU_ERROR_SUFFIX);
+    TORCH_CHECK(v >= 0 && v < count, "Invalid device_index: ", v,
+                ". Expected a device index in [0, ", static_cast<int>(count), ") or -1.",
+                NPU_ERROR_SUFFIX);
     return static_cast<c10::DeviceIndex>(v);
   }
   c10::Device d(c10::DeviceType::CPU);
@@ -142,8 +146,12 @@ PyObject* wrapStream(PyTypeObject* cls, const NPUStream& s) {
 // _NPUStreamBase
 // ---------------------------------------------------------------------------
 
+// tripleGiven: stream_id, device_index or device_type was passed. Then the
+// triple is validated and used (even if all zero, which torch_npu silently
+// turns into a pool stream).
 NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long long streamId,
-                        long long deviceIndex, long long deviceType, PyObject* streamPtr) {
+                        long long deviceIndex, long long deviceType, PyObject* streamPtr,
+                        bool tripleGiven = false) {
   if (streamPtr != nullptr && streamPtr != Py_None) {
     TORCH_CHECK(priority == 0, "Priority was explicitly set for an external stream",
                 NPU_ERROR_SUFFIX);
@@ -173,10 +181,10 @@ NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long l
     return getStreamFromExternal(reinterpret_cast<npuStream_t>(static_cast<uintptr_t>(ptr)),
                                  parseDevice(device));
   }
-  if (streamId != 0 || deviceIndex != 0 || deviceType != 0) {
+  if (tripleGiven || streamId != 0 || deviceIndex != 0 || deviceType != 0) {
     return unpackChecked(streamId, deviceIndex, deviceType);
   }
-  const c10::DeviceIndex d = parseDevice(device);
+  const c10::DeviceIndex d = parseDevice(device, /*lenient=*/true);
   return isSyncLaunch != 0 ? getNPUStreamFromSyncLaunchPool(d) : getStreamFromPool(priority, d);
 }
 
@@ -196,8 +204,14 @@ PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
                                    &streamPtr)) {
     return nullptr;
   }
+  bool tripleGiven = false;
+  if (kwargs != nullptr) {
+    for (const char* key : {"stream_id", "device_index", "device_type"}) {
+      tripleGiven = tripleGiven || PyDict_GetItemString(kwargs, key) != nullptr;
+    }
+  }
   const NPUStream s = resolveStream(device, priority, isSyncLaunch, streamId, deviceIndex,
-                                    deviceType, streamPtr);
+                                    deviceType, streamPtr, tripleGiven);
   return wrapStream(type, s);
   END_HANDLE_TH_ERRORS
 }
@@ -404,6 +418,11 @@ void requirePlain(NPUEventObject* self, const char* api) {
 PyObject* eventRecord(PyObject* obj, PyObject* arg) {
   HANDLE_TH_ERRORS
   auto* self = asEvent(obj);
+  if (arg != Py_None && !isOurStream(arg) && THPStream_Check(arg)) {
+    const auto type = static_cast<c10::DeviceType>(reinterpret_cast<THPStream*>(arg)->device_type);
+    TORCH_CHECK(type == kNpu, "Event device type ", c10::DeviceType::PrivateUse1,
+                " does not match recording stream's device type ", type, ".", NPU_ERROR_SUFFIX);
+  }
   const NPUStream s = streamArgOrCurrent(arg, "Event.record");
   withEvent(self, [&] {
     if (self->external != nullptr) {
@@ -586,7 +605,20 @@ PyObject* streamExit(PyObject*, PyObject* tokenObj) {
   END_HANDLE_TH_ERRORS
 }
 
+// ExternalStream(ptr, device) without keyword parsing: (cls, stream_ptr, device).
+PyObject* newExternalStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(nargs == 3 && PyType_Check(args[0]) &&
+                       PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(args[0]), &NPUStreamType),
+                   "_npu_newExternalStream(cls, stream_ptr, device)");
+  const NPUStream s = resolveStream(args[2], 0, 0, 0, 0, 0, args[1]);
+  return wrapStream(reinterpret_cast<PyTypeObject*>(args[0]), s);
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef moduleMethods[] = {
+    {"_npu_newExternalStream", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(newExternalStream)),
+     METH_FASTCALL, nullptr},
     {"_npu_currentStreamObject", currentStreamObject, METH_O, nullptr},
     {"_npu_defaultStreamObject", defaultStreamObject, METH_O, nullptr},
     {"_npu_setStreamObject", setStreamObject, METH_O, nullptr},

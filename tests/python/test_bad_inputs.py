@@ -18,7 +18,7 @@ INVALID_INDEX = r"Invalid device_index: {}"
 
 @pytest.mark.parametrize("call,exc,match", [
     (lambda: torch.npu.set_device(99), RuntimeError, INVALID_INDEX.format(99)),
-    (lambda: torch.npu.set_device(-5), ValueError, INVALID_INDEX.format(-5)),
+    (lambda: torch.npu.set_device(-5), RuntimeError, INVALID_INDEX.format(-5)),
     (lambda: torch.npu.set_device("npu:2"), RuntimeError, INVALID_INDEX.format(2)),
     (lambda: torch.npu.set_device("cpu"), ValueError, "Expected a npu device, but got"),
     (lambda: torch.npu.set_device(1.5), TypeError, "Expected a torch.device, str, int or None, but got float"),
@@ -230,7 +230,7 @@ def test_failing_task_on_side_stream_does_not_poison_default():
 def test_event_errors():
     e = torch.npu.Event()
     e.record(torch.npu.Stream(device=0))
-    with pytest.raises(RuntimeError, match="Event device index 0 does not match recording stream's device index 1"):
+    with pytest.raises(RuntimeError, match="Event device 0 does not match recording stream's device 1."):
         e.record(torch.npu.Stream(device=1))
     with pytest.raises(RuntimeError, match="does not match recording stream's device type"):
         torch.npu.Event().record(torch.Stream(device="cpu"))

@@ -185,8 +185,9 @@ def test_external_event_gate_budget_and_cleanup():
     cores = npu.get_device_properties(0).multi_processor_count
     s = npu.Stream()
     pending = [npu.ExternalEvent() for _ in range(cores - 1)]
-    for e in pending:
-        e.wait(s)
+    for ev in pending:
+        ev.wait(s)
+    del ev  # the events must die below: their gates open then
     extra = npu.ExternalEvent()
     with pytest.raises(RuntimeError, match="could deadlock the device"):
         extra.wait(s)

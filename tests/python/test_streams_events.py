@@ -27,20 +27,29 @@ def test_torch_stream_on_npu_comes_from_pool():
     assert s1.device_index == 1 and s1.stream_id >> 5 == NORMAL
 
 
+def same(a: torch.Stream, b: torch.Stream) -> bool:
+    """Same stream, whatever the Python classes: torch_npu's Stream.__eq__
+    (like torch.cuda.Stream's) is False for a generic torch.Stream."""
+    return (a.stream_id, a.device_index, a.device_type) == (b.stream_id, b.device_index, b.device_type)
+
+
 def test_torch_stream_from_triple_round_trips():
     s = torch.Stream(device="npu:1")
     t = torch.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
     assert t == s
     assert t.device == torch.device("npu:1")
     d = torch.Stream(stream_id=0, device_index=0, device_type=NPU_DEVICE_TYPE)
-    assert d == torch.npu.default_stream(0)
+    assert same(d, torch.npu.default_stream(0))
 
 
 def test_npu_stream_is_a_torch_stream_and_compares_equal():
     s = torch_npu.npu.Stream()
     g = torch.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
     assert isinstance(s, torch.Stream)
-    assert s == g and g == s
+    assert same(s, g)
+    # As torch_npu (and torch.cuda.Stream): equality only with the npu Stream class.
+    assert not (s == g) and not (g == s)
+    assert s == torch_npu.npu.Stream(stream_id=g.stream_id, device_index=g.device_index, device_type=g.device_type)
     assert s != torch.npu.default_stream()
     assert s != "not a stream"
 
@@ -51,7 +60,7 @@ def test_accelerator_current_and_set_stream():
     s = torch.Stream(device="npu")
     torch.accelerator.set_stream(s)
     assert torch.accelerator.current_stream() == s
-    assert torch.npu.current_stream() == s
+    assert same(torch.npu.current_stream(), s)
     x = torch.arange(4.0, device="npu") + 1  # runs on s
     s.synchronize()
     assert x.tolist() == [1.0, 2.0, 3.0, 4.0]
@@ -102,8 +111,8 @@ def test_nested_stream_contexts_restore_in_order():
     a, b = torch.Stream(device="npu"), torch.Stream(device="npu")
     with torch.npu.stream(a):
         with torch.npu.stream(b):
-            assert torch.npu.current_stream() == b
-        assert torch.npu.current_stream() == a
+            assert same(torch.npu.current_stream(), b)
+        assert same(torch.npu.current_stream(), a)
     assert torch.npu.current_stream() == torch.npu.default_stream()
 
 

@@ -18,6 +18,7 @@ _DeviceLike = Union[torch.device, str, int, None]
 
 _StreamBase = _C._NPUStreamBase
 _EventBase = _C._NPUEventBase
+_new_external = _C._npu_newExternalStream
 
 
 def _device_index(device: _DeviceLike) -> int:
@@ -185,6 +186,8 @@ class ExternalStream(Stream):
     def __new__(cls, stream_ptr, device=None, **kwargs):  # type: (int, _DeviceLike, **Any) -> "ExternalStream"
         if stream_ptr is None:
             raise TypeError("ExternalStream expects stream_ptr to be an int (an npuStream_t handle), but got None")
+        if not kwargs:
+            return _new_external(cls, stream_ptr, device)  # fast path: no keyword parsing
         return _StreamBase.__new__(cls, device, stream_ptr=stream_ptr, **kwargs)
 
 

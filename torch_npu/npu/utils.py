@@ -89,10 +89,7 @@ def _checked_index(device: _DeviceLike, optional: bool = True) -> int:
 
 def set_device(device):  # type: (_DeviceLike) -> None
     r"""Set the calling thread's current npu device."""
-    index = _checked_index(device)
-    if index < 0:
-        raise ValueError(f"Invalid device_index: {index}")
-    _C._npu_setDevice(index)
+    _C._npu_setDevice(_checked_index(device))
 
 
 def synchronize(device=None):  # type: (_DeviceLike) -> None
@@ -214,34 +211,47 @@ class StreamContext:
         stream_ctx (Stream): the stream to select; ``None`` makes this a no-op.
     """
 
-    __slots__ = ("stream", "_tokens")
+    __slots__ = ("stream", "_saved")
 
     def __init__(self, stream_ctx):  # type: (Optional[torch.Stream]) -> None
         self.stream = stream_ctx
-        self._tokens: Dict[int, List[int]] = {}
+        # Saved state per thread: {thread ident: token} for one entry, or
+        # {thread ident: [token, ...]} once a thread re-enters this object.
+        self._saved: Optional[Dict[int, Any]] = None
 
     def __enter__(self):  # type: () -> Optional[torch.Stream]
         cur = self.stream
         if cur is None:
             return None
-        if not _initialized:
-            _lazy_init()
-        token = _C._npu_streamEnter(cur)
-        stack = self._tokens.setdefault(_get_ident(), [])
-        stack.append(token)
+        token = _stream_enter(cur)
+        ident = _get_ident()
+        saved = self._saved
+        if saved is None:
+            self._saved = {ident: token}
+        elif ident not in saved:
+            saved[ident] = token
+        else:
+            prev = saved[ident]
+            saved[ident] = prev + [token] if isinstance(prev, list) else [prev, token]
         return cur
 
     def __exit__(self, *args):  # type: (*Any) -> None
         if self.stream is None:
             return
+        saved = self._saved
         ident = _get_ident()
-        stack = self._tokens[ident]
-        token = stack.pop()
-        if not stack:
-            del self._tokens[ident]
-        _C._npu_streamExit(token)
+        token = saved[ident]  # type: ignore[index]
+        if isinstance(token, list):
+            token = token.pop()
+            if not saved[ident]:  # type: ignore[index]
+                del saved[ident]  # type: ignore[union-attr]
+        else:
+            del saved[ident]  # type: ignore[union-attr]
+        _stream_exit(token)
 
 
+_stream_enter = _C._npu_streamEnter
+_stream_exit = _C._npu_streamExit
 _get_ident = threading.get_ident
 
 

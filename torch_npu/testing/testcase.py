@@ -94,6 +94,8 @@ class TestCase(expecttest.TestCase):
     ) -> None:
         if "msg" in kwargs and not message:
             message = kwargs.pop("msg") or ""
+        if isinstance(prec, str) and message == "":  # assertEqual(x, y, "message"), as torch_npu allows
+            message, prec = prec, None
         if prec is None:
             prec = self.precision
         if exact_dtype is None:
@@ -150,6 +152,8 @@ class TestCase(expecttest.TestCase):
             super().assertEqual(x, y, message)
 
     def assertNotEqual(self, x: Any, y: Any, prec: Optional[float] = None, message: str = "") -> None:  # type: ignore[override]
+        if isinstance(prec, str) and message == "":
+            message, prec = prec, None
         try:
             self.assertEqual(x, y, prec, message)
         except AssertionError:

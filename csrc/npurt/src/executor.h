@@ -13,8 +13,8 @@
 // published them; when it catches up with them it does not chase them one
 // task at a time (each look at the producers' cache lines slows the next
 // enqueue down): it lingers on the stream (kLingerNs), looking for new work
-// only every kLookIntervalNs, and then drains everything
-// published meanwhile as one batch. The linger ends at once if any other
+// only every kLookIntervalNs, and then drains everything published
+// meanwhile as one batch. The linger ends at once if any other
 // stream becomes ready; then the stream is released (kIdleBit). Workers with
 // nothing to do sleep on a condition variable; a producer notifies only if
 // a worker sleeps (sleepers_).
@@ -28,9 +28,9 @@
 // looks at how far the producers are ahead (one read of the tail word per
 // batch): kDistance tasks or more, it runs them; fewer, it waits in steps
 // of kLookIntervalNs (at most kDistanceWaits) while the producers make
-// progress, then runs whatever is there. Tasks found right
-// after taking the stream, or after having caught up and waited for work,
-// run at once (the common, latency-bound case of a few tasks).
+// progress, then runs whatever is there. Tasks found right after taking
+// the stream, or after having caught up and waited for work, run at once
+// (the common, latency-bound case of a few tasks).
 //
 // Note [Executor thread start]
 // Threads start on the device's first stream creation (not at process start,

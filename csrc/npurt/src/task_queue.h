@@ -4,8 +4,8 @@
 // ~~~~~~~~~~~~~~~~
 // Hot path. Every task gets a ticket t = 0, 1, 2, ... (its position in the
 // stream) and lives in slot t % capacity of a ring allocated with the
-// stream (kInitialCapacity slots, grown on overflow, see below). One word, tail_, holds the number
-// of tickets handed out plus two flags:
+// stream (kInitialCapacity slots, grown on overflow, see below). One word,
+// tail_, holds the number of tickets handed out plus two flags:
 //  - kIdleBit: no executor owns the stream. The producer whose CAS takes a
 //    ticket from a word with the bit set clears it and schedules the stream
 //    (Stream::enqueue); the owner sets it again, with a CAS that fails if a
@@ -23,9 +23,11 @@
 //
 // Publication is out of order between producers (ticket t+1 may be
 // published before t), so the consumer takes tasks strictly by ticket: slot
-// `head_` is ready when its seq is head_ + 1. If it is not, the consumer
-// looks at tail_: no more tickets means empty; otherwise a producer holds
-// ticket head_ and is a few instructions from publishing it (kPending).
+// `head_` is ready when its seq is head_ + 1. If it is not, poll() looks at
+// tail_: no more tickets means empty; otherwise a producer holds ticket
+// head_ and is a few instructions from publishing it (kPending), or the task
+// is in the overflow list. The owner calls poll() sparingly (Note [Consumer
+// distance] in executor.h).
 //
 // Slot reuse: the consumer never writes a slot, so a slot line only moves
 // from producer to consumer. A producer may reuse slot t % capacity once

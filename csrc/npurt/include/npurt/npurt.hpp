@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -64,9 +65,34 @@ void releaseCallable(void* user) {
   std::unique_ptr<F> owned(static_cast<F*>(user));
 }
 
+// Small-callable optimisation (as std::function's small buffer): a callable
+// that is trivially copyable and fits in a pointer travels inside userData by
+// value, so launching it allocates nothing and needs no release.
+template <typename F>
+inline constexpr bool kStoredInline = std::is_trivially_copyable_v<F> &&
+                                      std::is_trivially_destructible_v<F> &&
+                                      sizeof(F) <= sizeof(void*) && alignof(F) <= alignof(void*);
+
+template <typename F>
+int runInlineCallable(void* user, char* errorBuf, size_t errorBufSize) {
+  alignas(F) unsigned char storage[sizeof(F)];
+  std::memcpy(storage, &user, sizeof(F));
+  // The bytes were copied from a live F, and F is trivially copyable.
+  F* f = std::launder(reinterpret_cast<F*>(storage));
+  try {
+    (*f)();
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(errorBuf, errorBufSize, "%s", e.what());
+  } catch (...) {
+    std::snprintf(errorBuf, errorBufSize, "unknown exception");
+  }
+  return 1;
+}
+
 }  // namespace detail
 
-// Enqueues a move-only callable on a stream. `name` must have static storage
+// Enqueues a (possibly move-only) callable on a stream. `name` must have static storage
 // duration (a literal or an operator schema name) unless copyName is true.
 // An exception thrown by f is captured as a task failure (npuErrorLaunchFailure
 // at the next query/synchronize of the stream). On error the callable is
@@ -74,6 +100,16 @@ void releaseCallable(void* user) {
 template <typename F>
 npuError_t launch(npuStream_t stream, const char* name, F&& f, bool copyName = false) {
   using Fn = std::decay_t<F>;
+  if constexpr (detail::kStoredInline<Fn>) {
+    Fn value(std::forward<F>(f));
+    npuTask task{};
+    task.name = name;
+    task.run = &detail::runInlineCallable<Fn>;
+    task.release = nullptr;
+    std::memcpy(&task.userData, &value, sizeof(Fn));
+    task.flags = copyName ? npuTaskCopyName : 0u;
+    return npuLaunchTask(stream, &task);
+  }
   auto owned = std::make_unique<Fn>(std::forward<F>(f));
   npuTask task{};
   task.name = name;
