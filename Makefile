@@ -47,12 +47,12 @@ install: build
 bench: build
 	$(BUILD)/benchmarks/npurt_bench --benchmark_min_time=0.2s
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_torch.py
-	@if [ -f benchmarks/bench_streams.py ]; then PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py; fi
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py
 
 demo: build
 	$(BUILD)/examples/npurt_demo $(BUILD)/npurt_demo.trace.json
 	PYTHONPATH=$(CURDIR) $(VPY) examples/train_two_streams.py
-	@if [ -f examples/interop/interop.py ]; then PYTHONPATH=$(CURDIR) $(VPY) examples/interop/interop.py; fi
+	PYTHONPATH=$(CURDIR) $(VPY) examples/interop/interop.py
 
 sanitize: $(DEPS_STAMP)
 	scripts/sanitize.sh

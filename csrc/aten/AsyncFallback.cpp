@@ -173,8 +173,7 @@ bool appendKey(std::string& key, const IValue& v) {
 
 TensorMeta tensorMeta(const at::Tensor& t) {
   if (!t.defined()) return TensorMeta{false, {}, {}, 0, c10::ScalarType::Undefined};
-  return TensorMeta{true, t.sizes().vec(), t.strides().vec(), t.storage_offset(),
-                    t.scalar_type()};
+  return TensorMeta{true, t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type()};
 }
 
 bool sameAliasSet(const c10::AliasInfo& a, const c10::AliasInfo& b) {
@@ -245,8 +244,10 @@ const std::vector<c10::OperatorName>& overloadsOf(const std::string& name) {
   static std::once_flag once;
   static std::unordered_map<std::string, std::vector<c10::OperatorName>>* index = nullptr;
   std::call_once(once, [] {
-    auto built = std::make_unique<std::unordered_map<std::string, std::vector<c10::OperatorName>>>();
-    for (const auto& n : c10::Dispatcher::singleton().getAllOpNames()) (*built)[n.name].push_back(n);
+    auto built =
+        std::make_unique<std::unordered_map<std::string, std::vector<c10::OperatorName>>>();
+    for (const auto& n : c10::Dispatcher::singleton().getAllOpNames())
+      (*built)[n.name].push_back(n);
     index = built.release();  // leaked: read during process exit
   });
   static const std::vector<c10::OperatorName> none;

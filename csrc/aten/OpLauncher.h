@@ -22,12 +22,13 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
 #include "core/NPUStream.h"
 #include "core/TaskQueue.h"
-#include "npurt/npurt.h"
+#include "npurt/npurt.hpp"
 
 namespace c10_npu::aten {
 
@@ -79,21 +80,20 @@ template <typename F>
 int runKernel(void* user, char* errorBuf, size_t errorBufSize) {
   // Executor threads start with default thread-local state; make the kernel
   // run below autograd so that CPU kernels never record graphs. See
-  // Note [Ops run on streams].
-  try {
-    initExecutorThread();
-    c10::impl::ExcludeDispatchKeyGuard noAutograd(
-        c10::autograd_dispatch_keyset_with_ADInplaceOrView);
-    (*static_cast<F*>(user))();
-    return 0;
-  } catch (const c10::Error& e) {
-    std::snprintf(errorBuf, errorBufSize, "%s", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    std::snprintf(errorBuf, errorBufSize, "%s", e.what());
-  } catch (...) {
-    std::snprintf(errorBuf, errorBufSize, "unknown exception");
-  }
-  return 1;
+  // Note [Ops run on streams]. c10::Error's what() carries a C++ backtrace;
+  // the task's message keeps the readable part only.
+  return npurt::detail::invokeCapturing(
+      [user] {
+        try {
+          initExecutorThread();
+          c10::impl::ExcludeDispatchKeyGuard noAutograd(
+              c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+          (*static_cast<F*>(user))();
+        } catch (const c10::Error& e) {
+          throw std::runtime_error(e.what_without_backtrace());
+        }
+      },
+      errorBuf, errorBufSize);
 }
 
 template <typename F>

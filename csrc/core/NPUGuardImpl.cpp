@@ -163,7 +163,6 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) queue::drainDevice(d);
   }
-
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NPUGuardImpl);

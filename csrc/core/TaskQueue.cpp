@@ -351,12 +351,23 @@ void destroyEvent(npuEvent_t event) noexcept {
   }
 }
 
-void drain(const NPUStream& stream) {
-  if (!config().queued() || stream.isSyncLaunchStream()) return;
+namespace {
+
+// The queue that already holds work for `stream`, if any; nullptr for
+// direct launches and for streams the queue refuses (external streams under
+// PER_STREAM_QUEUE=1 in compat mode never enqueue, so nothing is pending).
+Queue* existingQueueFor(const NPUStream& stream) {
+  if (!config().queued() || stream.isSyncLaunchStream()) return nullptr;
   if (config().perStreamQueue && stream.isExternal() && external::mode() != external::Mode::kFull) {
-    return;  // never enqueued (refused), so nothing to drain
+    return nullptr;
   }
-  if (Queue* q = queueFor(stream, /*create=*/false)) q->drain();
+  return queueFor(stream, /*create=*/false);
+}
+
+}  // namespace
+
+void drain(const NPUStream& stream) {
+  if (Queue* q = existingQueueFor(stream)) q->drain();
 }
 
 void drainDevice(c10::DeviceIndex device) {
@@ -376,11 +387,7 @@ void drainDevice(c10::DeviceIndex device) {
 }
 
 bool hasPending(const NPUStream& stream) {
-  if (!config().queued() || stream.isSyncLaunchStream()) return false;
-  if (config().perStreamQueue && stream.isExternal() && external::mode() != external::Mode::kFull) {
-    return false;
-  }
-  Queue* q = queueFor(stream, /*create=*/false);
+  Queue* q = existingQueueFor(stream);
   return q != nullptr && q->hasPending();
 }
 

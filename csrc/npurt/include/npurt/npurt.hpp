@@ -45,12 +45,12 @@ inline void check(npuError_t status) {
 
 namespace detail {
 
+// Runs f(); an exception becomes a failed task (return 1) whose message is
+// written to errorBuf. Exceptions must never cross the C boundary.
 template <typename F>
-int runCallable(void* user, char* errorBuf, size_t errorBufSize) {
-  // Exceptions must never cross the C boundary: they become a failed task
-  // whose message the runtime reports with the task's name.
+int invokeCapturing(F&& f, char* errorBuf, size_t errorBufSize) noexcept {
   try {
-    (*static_cast<F*>(user))();
+    f();
     return 0;
   } catch (const std::exception& e) {
     std::snprintf(errorBuf, errorBufSize, "%s", e.what());
@@ -58,6 +58,11 @@ int runCallable(void* user, char* errorBuf, size_t errorBufSize) {
     std::snprintf(errorBuf, errorBufSize, "unknown exception");
   }
   return 1;
+}
+
+template <typename F>
+int runCallable(void* user, char* errorBuf, size_t errorBufSize) {
+  return invokeCapturing(*static_cast<F*>(user), errorBuf, errorBufSize);
 }
 
 template <typename F>
@@ -69,25 +74,16 @@ void releaseCallable(void* user) {
 // that is trivially copyable and fits in a pointer travels inside userData by
 // value, so launching it allocates nothing and needs no release.
 template <typename F>
-inline constexpr bool kStoredInline = std::is_trivially_copyable_v<F> &&
-                                      std::is_trivially_destructible_v<F> &&
-                                      sizeof(F) <= sizeof(void*) && alignof(F) <= alignof(void*);
+inline constexpr bool kStoredInline =
+    std::is_trivially_copyable_v<F>&& std::is_trivially_destructible_v<F> &&
+    sizeof(F) <= sizeof(void*) && alignof(F) <= alignof(void*);
 
 template <typename F>
 int runInlineCallable(void* user, char* errorBuf, size_t errorBufSize) {
   alignas(F) unsigned char storage[sizeof(F)];
   std::memcpy(storage, &user, sizeof(F));
   // The bytes were copied from a live F, and F is trivially copyable.
-  F* f = std::launder(reinterpret_cast<F*>(storage));
-  try {
-    (*f)();
-    return 0;
-  } catch (const std::exception& e) {
-    std::snprintf(errorBuf, errorBufSize, "%s", e.what());
-  } catch (...) {
-    std::snprintf(errorBuf, errorBufSize, "unknown exception");
-  }
-  return 1;
+  return invokeCapturing(*std::launder(reinterpret_cast<F*>(storage)), errorBuf, errorBufSize);
 }
 
 }  // namespace detail
@@ -122,67 +118,55 @@ npuError_t launch(npuStream_t stream, const char* name, F&& f, bool copyName = f
   return status;
 }
 
-// RAII owner of a stream handle; destroys it on scope exit.
-class StreamHandle {
+// RAII owner of a runtime handle (H = npuStream_t or npuEvent_t): destroys
+// it on scope exit. Move-only.
+template <typename H, npuError_t (*kDestroy)(H)>
+class UniqueHandle {
  public:
-  StreamHandle() = default;
-  explicit StreamHandle(npuStream_t s) noexcept : stream_(s) {}
-  StreamHandle(StreamHandle&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)) {}
-  StreamHandle& operator=(StreamHandle&& o) noexcept {
+  UniqueHandle() = default;
+  explicit UniqueHandle(H h) noexcept : handle_(h) {}
+  UniqueHandle(UniqueHandle&& o) noexcept : handle_(std::exchange(o.handle_, nullptr)) {}
+  UniqueHandle& operator=(UniqueHandle&& o) noexcept {
     if (this != &o) {
       reset();
-      stream_ = std::exchange(o.stream_, nullptr);
+      handle_ = std::exchange(o.handle_, nullptr);
     }
     return *this;
   }
-  StreamHandle(const StreamHandle&) = delete;
-  StreamHandle& operator=(const StreamHandle&) = delete;
-  ~StreamHandle() { reset(); }
+  UniqueHandle(const UniqueHandle&) = delete;
+  UniqueHandle& operator=(const UniqueHandle&) = delete;
+  ~UniqueHandle() { reset(); }
 
-  // Creates a stream on the current device; throws npurt::Error on failure.
+  H get() const noexcept { return handle_; }
+  void reset() noexcept {
+    if (handle_ != nullptr) (void)kDestroy(std::exchange(handle_, nullptr));
+  }
+
+ private:
+  H handle_ = nullptr;
+};
+
+// Owner of a stream; create() makes one on the current device (throws
+// npurt::Error on failure).
+class StreamHandle : public UniqueHandle<npuStream_t, &npuStreamDestroy> {
+ public:
+  using UniqueHandle::UniqueHandle;
   static StreamHandle create(unsigned flags = npuStreamDefault, int priority = 0) {
     npuStream_t s = nullptr;
     check(npuStreamCreateWithPriority(&s, flags, priority));
     return StreamHandle(s);
   }
-  npuStream_t get() const noexcept { return stream_; }
-  void reset() noexcept {
-    if (stream_ != nullptr) (void)npuStreamDestroy(std::exchange(stream_, nullptr));
-  }
-
- private:
-  npuStream_t stream_ = nullptr;
 };
 
-// RAII owner of an event handle.
-class EventHandle {
+// Owner of an event; create() throws npurt::Error on failure.
+class EventHandle : public UniqueHandle<npuEvent_t, &npuEventDestroy> {
  public:
-  EventHandle() = default;
-  explicit EventHandle(npuEvent_t e) noexcept : event_(e) {}
-  EventHandle(EventHandle&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
-  EventHandle& operator=(EventHandle&& o) noexcept {
-    if (this != &o) {
-      reset();
-      event_ = std::exchange(o.event_, nullptr);
-    }
-    return *this;
-  }
-  EventHandle(const EventHandle&) = delete;
-  EventHandle& operator=(const EventHandle&) = delete;
-  ~EventHandle() { reset(); }
-
+  using UniqueHandle::UniqueHandle;
   static EventHandle create(unsigned flags = npuEventDefault) {
     npuEvent_t e = nullptr;
     check(npuEventCreateWithFlags(&e, flags));
     return EventHandle(e);
   }
-  npuEvent_t get() const noexcept { return event_; }
-  void reset() noexcept {
-    if (event_ != nullptr) (void)npuEventDestroy(std::exchange(event_, nullptr));
-  }
-
- private:
-  npuEvent_t event_ = nullptr;
 };
 
 // RAII switch of the calling thread's current device (restores on exit, also
