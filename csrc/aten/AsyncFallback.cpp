@@ -231,13 +231,18 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The meta kernel of an out= op does not always predict the out tensor's
 // final shape: some CPU out kernels use `out` as scratch space of another
-// shape and resize it again at the end (mse_loss.out with a reduction). A
-// kernel must also never resize a CPU alias of device memory. So an out= op
-// takes its output metadata from the meta kernel of its functional
-// counterpart, resizes `out` on the host up front (as the real kernel would),
-// and its task runs the functional CPU kernel and copies the results into
-// `out`. PyTorch's functional wrappers route many functional calls through
-// out= variants on new backends, so this path is common.
+// shape and resize it again at the end (mse_loss.out with a reduction), and a
+// kernel can never resize a CPU alias of device memory. So an out= op takes
+// its output metadata from the meta kernel of its functional counterpart and
+// resizes `out` on the host up front, as the real kernel would. Its task then
+// runs the out kernel straight into the device memory (no copy), and trusts
+// the result only if the kernel neither threw nor reshaped an output alias;
+// otherwise the op is marked (OpInfo::outVariantBroken) and computed by the
+// functional kernel plus a copy, now and from then on. (A kernel that fails
+// after writing into an out tensor that is also one of its inputs would leave
+// that input changed; no ATen out kernel is known to do this.) PyTorch's
+// functional wrappers route many functional calls through out= variants on
+// new backends, so this path is hot.
 
 // All overload names of each operator name, indexed once.
 const std::vector<c10::OperatorName>& overloadsOf(const std::string& name) {
@@ -637,22 +642,50 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   std::vector<ReturnInfo> returns = info.returns;
   const int generatorArg = info.generatorArg;
   if (viaFunctional) {
-    launchKernel(getCurrentNPUStream(device), schema.name().c_str(),
-                 [computeOp, args = std::move(args), computeArgs, generatorArg, seed]() {
-                   Stack s;
-                   s.reserve(computeArgs);
-                   for (size_t i = 0; i < computeArgs; ++i) {
-                     if (static_cast<int>(i) == generatorArg) {
-                       s.emplace_back(cpuGenerator(*seed));
-                     } else {
-                       s.push_back(mapTensors(args[i], cpuAlias, c10::DeviceType::CPU));
-                     }
-                   }
-                   computeOp.redispatchBoxed(kCpuKeys, &s);
-                   for (size_t r = 0; r < s.size(); ++r) {
-                     cpuAlias(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
-                   }
-                 });
+    const OpInfo* outInfo = &info;  // stable: the cache never frees entries
+    launchKernel(
+        getCurrentNPUStream(device), schema.name().c_str(),
+        [op, computeOp, args = std::move(args), computeArgs, generatorArg, seed, outInfo]() {
+          Stack s;
+          s.reserve(args.size());
+          for (size_t i = 0; i < computeArgs; ++i) {
+            if (static_cast<int>(i) == generatorArg) {
+              s.emplace_back(cpuGenerator(*seed));
+            } else {
+              s.push_back(mapTensors(args[i], cpuAlias, c10::DeviceType::CPU));
+            }
+          }
+          // Fast path: the out kernel writes straight into the
+          // device memory. It is trusted only if it neither throws
+          // nor reshapes its outputs (see Note [out= ops run
+          // functionally]); otherwise the op is marked and computed
+          // functionally from now on.
+          if (!outInfo->outVariantBroken.load(std::memory_order_relaxed)) {
+            Stack withOut = s;
+            std::vector<at::Tensor> outs;
+            for (size_t i = computeArgs; i < args.size(); ++i) {
+              outs.push_back(cpuAlias(args[i].toTensor()));
+              withOut.emplace_back(outs.back());
+            }
+            bool ok = false;
+            try {
+              op.redispatchBoxed(kCpuKeys, &withOut);
+              ok = true;
+              for (size_t i = 0; i < outs.size() && ok; ++i) {
+                const at::Tensor& expected = args[computeArgs + i].toTensor();
+                ok = outs[i].sizes() == expected.sizes() && outs[i].strides() == expected.strides();
+              }
+            } catch (const std::exception&) {
+              ok = false;
+            }
+            if (ok) return;
+            outInfo->outVariantBroken.store(true, std::memory_order_relaxed);
+          }
+          computeOp.redispatchBoxed(kCpuKeys, &s);
+          for (size_t r = 0; r < s.size(); ++r) {
+            cpuAlias(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
+          }
+        });
     stack->erase(stack->end() - nargs, stack->end());
     for (auto& v : results) stack->push_back(std::move(v));
     return true;
