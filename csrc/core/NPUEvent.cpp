@@ -21,6 +21,7 @@ void NPUEvent::moveFrom(NPUEvent& other) noexcept {
   event_ = std::exchange(other.event_, nullptr);
   was_recorded_ = std::exchange(other.was_recorded_, false);
   last_stream_ = std::exchange(other.last_stream_, std::nullopt);
+  record_ticket_ = std::exchange(other.record_ticket_, 0);
 }
 
 NPUEvent::NPUEvent(NPUEvent&& other) noexcept { moveFrom(other); }
@@ -46,9 +47,9 @@ void NPUEvent::createEvent(c10::DeviceIndex device) {
 
 bool NPUEvent::query() const {
   if (!isCreated() || !was_recorded_) return true;
-  // The record may still sit in the task queue; the runtime cannot see it
-  // until it is submitted. See Note [Task queue drain rule].
-  if (last_stream_.has_value() && queue::hasPending(*last_stream_)) queue::drain(*last_stream_);
+  // A record still in the task queue cannot have completed: answer without
+  // draining (query is polled; a drain per poll would wait for the consumer).
+  if (last_stream_.has_value() && !queue::submitted(*last_stream_, record_ticket_)) return false;
   const npuError_t status = npuEventQuery(event_);
   if (status == npuErrorNotReady) return false;
   NPU_CHECK(status);
@@ -67,7 +68,7 @@ void NPUEvent::record(const NPUStream& stream) {
   TORCH_CHECK(device_index_ == stream.device_index(), "Event device ",
               static_cast<int>(device_index_), " does not match recording stream's device ",
               static_cast<int>(stream.device_index()), ".", NPU_ERROR_SUFFIX);
-  queue::recordEvent(stream, event_);
+  record_ticket_ = queue::recordEvent(stream, event_);
   was_recorded_ = true;
   last_stream_ = stream;
 }

@@ -79,6 +79,8 @@ class NPUEvent {
   // The stream of the latest record: its queue must be drained before the
   // runtime can see the record (query, synchronize, a wait through another queue).
   std::optional<NPUStream> last_stream_;
+  // Ticket of the latest record in its task queue (0: already submitted).
+  uint64_t record_ticket_ = 0;
 };
 
 }  // namespace c10_npu

@@ -93,7 +93,9 @@ class Queue {
   // Never destroyed: see allQueues(). Declared for completeness.
   ~Queue() = default;
 
-  void push(Item&& item) {
+  // Returns the item's ticket (1, 2, ...): it is submitted once
+  // submittedCount() reaches it.
+  uint64_t push(Item&& item) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!error_.empty()) {
       std::string error = std::exchange(error_, {});
@@ -102,12 +104,16 @@ class Queue {
       raiseConsumerError(error);
     }
     items_.push_back(std::move(item));
-    ++pushed_;
+    const uint64_t ticket = ++pushed_;
     pending_.store(true, std::memory_order_release);
     const bool wake = consumerWaiting_;
     lock.unlock();
     if (wake) workCv_.notify_one();
+    return ticket;
   }
+
+  // acquire: pairs with the release store after a batch was submitted.
+  uint64_t submittedCount() const { return submittedPublished_.load(std::memory_order_acquire); }
 
   void drain() {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -157,6 +163,7 @@ class Queue {
       batch.clear();
       std::lock_guard<std::mutex> lock(mutex_);
       submitted_ += n;
+      submittedPublished_.store(submitted_, std::memory_order_release);
       if (!firstError.empty() && error_.empty()) error_ = std::move(firstError);
       if (drainWaiters_ > 0) doneCv_.notify_all();
     }
@@ -173,7 +180,8 @@ class Queue {
   int drainWaiters_ = 0;            // guarded by mutex_
   std::string error_;               // guarded by mutex_; first consumer failure
   std::atomic<bool> pending_{false};
-  std::thread consumer_;  // last member: starts after the rest exist
+  std::atomic<uint64_t> submittedPublished_{0};  // submitted_, readable without the lock
+  std::thread consumer_;                         // last member: starts after the rest exist
 };
 
 // Queues are created lazily and leaked on purpose: their consumer threads may
@@ -257,7 +265,7 @@ void launchBlockingSync(npuStream_t raw, const char* name) {
               NPU_ERROR_SUFFIX);
 }
 
-void pushOrRun(const NPUStream& stream, Item&& item) {
+uint64_t pushOrRun(const NPUStream& stream, Item&& item) {
   Queue* q = nullptr;
   npuStream_t raw = nullptr;
   try {
@@ -270,14 +278,12 @@ void pushOrRun(const NPUStream& stream, Item&& item) {
     throw;
   }
   item.stream = raw;
-  if (q != nullptr) {
-    q->push(std::move(item));
-    return;
-  }
+  if (q != nullptr) return q->push(std::move(item));
   const char* name = itemName(item);
   std::string error = submit(item);
   TORCH_CHECK(error.empty(), "Failed to launch ", error, NPU_ERROR_SUFFIX);
   if (config().launchBlocking) launchBlockingSync(raw, name);
+  return 0;
 }
 
 }  // namespace
@@ -306,12 +312,12 @@ void launch(const NPUStream& stream, const npuTask& task) {
   pushOrRun(stream, std::move(item));
 }
 
-void recordEvent(const NPUStream& stream, npuEvent_t event) {
+uint64_t recordEvent(const NPUStream& stream, npuEvent_t event) {
   external::checkManagedOnly(stream, "the task queue's record event task");
   Item item;
   item.kind = Item::Kind::kRecord;
   item.event = event;
-  pushOrRun(stream, std::move(item));
+  return pushOrRun(stream, std::move(item));
 }
 
 void waitEvent(const NPUStream& stream, npuEvent_t event) {
@@ -384,6 +390,12 @@ void drainDevice(c10::DeviceIndex device) {
     }
   }
   for (Queue* q : targets) q->drain();
+}
+
+bool submitted(const NPUStream& stream, uint64_t ticket) {
+  if (ticket == 0) return true;
+  Queue* q = existingQueueFor(stream);
+  return q == nullptr || q->submittedCount() >= ticket;
 }
 
 bool hasPending(const NPUStream& stream) {

@@ -60,8 +60,9 @@ const Config& config();
 void launch(const NPUStream& stream, const npuTask& task);
 
 // Queues an event record / a stream wait on an event, ordered with the
-// launches on the stream. Thread-safe.
-void recordEvent(const NPUStream& stream, npuEvent_t event);
+// launches on the stream. recordEvent returns a ticket for submitted():
+// 0 when the record reached the runtime already (direct launch). Thread-safe.
+uint64_t recordEvent(const NPUStream& stream, npuEvent_t event);
 void waitEvent(const NPUStream& stream, npuEvent_t event);
 
 // Destroys a runtime event once every item already pushed to any queue has
@@ -75,6 +76,11 @@ void destroyEvent(npuEvent_t event) noexcept;
 // drainDevice() every queue of the device. Thread-safe.
 void drain(const NPUStream& stream);
 void drainDevice(c10::DeviceIndex device);
+
+// True if the item with this ticket (from recordEvent) has been submitted to
+// the runtime; lets a query answer "not complete yet" without draining.
+// Thread-safe.
+bool submitted(const NPUStream& stream, uint64_t ticket);
 
 // True if the queue of `stream` has items not yet submitted. Thread-safe.
 bool hasPending(const NPUStream& stream);
