@@ -35,6 +35,26 @@ void deferRelease(void* user, void (*destroy)(void*)) noexcept {
   }
 }
 
+// OpenMP's per-thread thread count (nthreads-var). Declared here rather than
+// through <omp.h>: they resolve to the OpenMP runtime that libtorch_cpu
+// itself loads, which is the one ATen's kernels use.
+extern "C" {
+void omp_set_num_threads(int);
+int omp_get_max_threads(void);
+}
+
+IntraOpCap::IntraOpCap(int threads) noexcept {
+  if (threads <= 0) return;
+  const int current = omp_get_max_threads();
+  if (threads >= current) return;
+  previous_ = current;
+  omp_set_num_threads(threads);
+}
+
+IntraOpCap::~IntraOpCap() {
+  if (previous_ > 0) omp_set_num_threads(previous_);
+}
+
 void initExecutorThread() noexcept {
   thread_local bool initialised = false;
   if (initialised) return;

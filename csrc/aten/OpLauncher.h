@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "core/NPUStream.h"
+#include "core/StreamLimits.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.hpp"
 
@@ -76,6 +77,33 @@ void destroyCallable(void* user) {
   std::unique_ptr<F> owned(static_cast<F*>(user));
 }
 
+// Caps the calling executor thread's intra-op parallelism to `threads` for
+// its lifetime (0 = no cap), restoring the previous value after. OpenMP's
+// thread count is a per-thread setting, so other executors are unaffected.
+// See Note [Stream resource limits on the simulated NPU] in StreamLimits.h.
+class IntraOpCap {
+ public:
+  explicit IntraOpCap(int threads) noexcept;
+  ~IntraOpCap();
+  IntraOpCap(const IntraOpCap&) = delete;
+  IntraOpCap& operator=(const IntraOpCap&) = delete;
+
+ private:
+  int previous_ = 0;  // 0: nothing changed
+};
+
+// A kernel and the intra-op cap of the stream it was queued on, captured at
+// enqueue like every other input of the task.
+template <typename F>
+struct CappedKernel {
+  F fn;
+  int cap;
+  void operator()() {
+    IntraOpCap guard(cap);
+    fn();
+  }
+};
+
 template <typename F>
 int runKernel(void* user, char* errorBuf, size_t errorBufSize) {
   // Executor threads start with default thread-local state; make the kernel
@@ -109,9 +137,9 @@ void releaseKernel(void* user) {
 // the op. Thread-safe.
 template <typename F>
 void launchKernel(const NPUStream& stream, const char* name, F&& f) {
-  using Fn = std::decay_t<F>;
+  using Fn = detail::CappedKernel<std::decay_t<F>>;
   detail::releaseDeferred();
-  auto owned = std::make_unique<Fn>(std::forward<F>(f));
+  auto owned = std::make_unique<Fn>(Fn{std::forward<F>(f), limits::intraOpThreads(stream)});
   npuTask task{};
   task.name = name;
   task.run = &detail::runKernel<Fn>;

@@ -5,24 +5,26 @@
 // boundary as (stream_id, device_index, device_type) triples, validated by
 // NPUStream::unpack3. Every function is thread-safe.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
+#include "aten/OpLauncher.h"
 #include "core/ExternalStreams.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 #include "core/NPUGenerator.h"
 #include "core/NPUStream.h"
-#include "aten/OpLauncher.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.h"
 
@@ -41,7 +43,7 @@ NPUStream unpack(int64_t stream_id, int64_t device_index, int64_t device_type) {
   TORCH_CHECK(device_index >= -1 && device_index < 128, "Invalid device_index: ", device_index,
               NPU_ERROR_SUFFIX);
   TORCH_CHECK(device_type >= 0 && device_type < static_cast<int64_t>(
-                                                   c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES),
+                                                    c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES),
               "Invalid device_type: ", device_type, NPU_ERROR_SUFFIX);
   return NPUStream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
                             static_cast<c10::DeviceType>(device_type));
@@ -103,9 +105,25 @@ void releaseGate(int64_t handle) {
   promise->set_value();
 }
 
+// Intra-op thread count a kernel queued on the stream sees (tests of
+// set_stream_limit). Waits for the stream.
+int kernelThreads(int64_t id, int64_t idx, int64_t type) {
+  NPUStream s = unpack(id, idx, type);
+  auto seen = std::make_shared<std::atomic<int>>(-1);
+  aten::launchKernel(s, "testing::kernel_threads", [seen] { *seen = at::get_num_threads(); });
+  py::gil_scoped_release nogil;
+  if (s.isExternal() && external::mode() == external::Mode::kCompat) {
+    device_synchronize(s.device_index());
+  } else {
+    s.synchronize();
+  }
+  return seen->load();
+}
+
 }  // namespace
 
 void initModule(py::module_& m) {
+  m.def("_testing_kernel_threads", &kernelThreads);
   m.def("_testing_block_stream", &blockStream);
   m.def("_testing_release", &releaseGate);
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
@@ -166,9 +184,8 @@ void initModule(py::module_& m) {
                 NPU_ERROR_SUFFIX);
     external::setMode(mode == "full" ? external::Mode::kFull : external::Mode::kCompat);
   });
-  m.def("_npu_getExternalStreamMode", [] {
-    return std::string(external::mode() == external::Mode::kFull ? "full" : "compat");
-  });
+  m.def("_npu_getExternalStreamMode",
+        [] { return std::string(external::mode() == external::Mode::kFull ? "full" : "compat"); });
   m.def("_npu_taskQueueConfig", [] {
     const auto& c = queue::config();
     return py::make_tuple(static_cast<int>(c.mode), c.launchBlocking, c.perStreamQueue);
@@ -176,11 +193,13 @@ void initModule(py::module_& m) {
 
   // Memory.
   m.def("_npu_memoryStats", &memoryStats);
-  m.def("_npu_emptyCache", [] {
-    aten::detail::releaseDeferred();
-    NPUCachingAllocator::emptyCache();
-  },
-        py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_npu_emptyCache",
+      [] {
+        aten::detail::releaseDeferred();
+        NPUCachingAllocator::emptyCache();
+      },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_npu_resetPeakMemoryStats",
         [](int64_t d) { NPUCachingAllocator::resetPeakStats(checkedDeviceIndex(d)); });
   m.def("_npu_resetAccumulatedMemoryStats",

@@ -484,3 +484,18 @@ def test_bad_inputs(name, fn, exc):
     # the process and the streams stay consistent
     assert npu.current_stream() == npu.default_stream()
     assert (torch.ones(3, device="npu") + 1).sum().item() == 6
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs at least 2 intra-op threads to observe a cap")
+def test_stream_limit_caps_kernel_parallelism():
+    s = torch_npu.npu.Stream()
+    triple = (s.stream_id, s.device_index, s.device_type)
+    unlimited = torch_npu._C._testing_kernel_threads(*triple)
+    assert unlimited == torch.get_num_threads()
+    torch_npu.npu.set_stream_limit(s, 1, 1)
+    assert torch_npu._C._testing_kernel_threads(*triple) == 1
+    # Other streams are not affected, and the executor thread is restored.
+    other = torch_npu.npu.Stream()
+    assert torch_npu._C._testing_kernel_threads(other.stream_id, other.device_index, other.device_type) == unlimited
+    torch_npu.npu.reset_stream_limit(s)
+    assert torch_npu._C._testing_kernel_threads(*triple) == unlimited
