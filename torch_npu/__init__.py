@@ -24,7 +24,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 __all__ = ["npu", "erase_stream"]
 
 
-def erase_stream(tensor: torch.Tensor, stream: "npu.Stream") -> None:
+def erase_stream(tensor, stream):  # type: (torch.Tensor, npu.Stream) -> None
     r"""Undo ``tensor.record_stream(stream)``.
 
     After this, the caching allocator no longer waits for work queued on
