@@ -433,24 +433,48 @@ at::Tensor toMeta(const at::Tensor& t) {
 
 at::Generator cpuGenerator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
+// Reserves the op's random numbers now (at enqueue or before a synchronous
+// run); nullopt for ops without a Generator argument. See Note [Random
+// numbers are reserved at enqueue].
+std::optional<uint64_t> reserveOpSeed(const Stack& args, const OpInfo& info,
+                                      c10::DeviceIndex device) {
+  if (info.generatorArg < 0) return std::nullopt;
+  const IValue& g = args[info.generatorArg];
+  return reserveSeed(g.isGenerator() ? std::optional<at::Generator>(g.toGenerator()) : std::nullopt,
+                     device);
+}
+
+// The first n arguments as the CPU kernel takes them: npu tensors as CPU
+// aliases, the generator as a CPU generator seeded from the reserved seed.
+// Only inside tasks (aliases read device memory).
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed) {
+  Stack s;
+  s.reserve(args.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int>(i) == generatorArg) {
+      s.emplace_back(cpuGenerator(*seed));
+    } else {
+      s.push_back(mapTensors(args[i], cpuAlias, c10::DeviceType::CPU));
+    }
+  }
+  return s;
+}
+
+// Replaces the op's nargs arguments on the stack by its results.
+void replaceArgsWithResults(Stack* stack, size_t nargs, Stack& results) {
+  stack->erase(stack->end() - nargs, stack->end());
+  for (auto& v : results) stack->push_back(std::move(v));
+}
+
 // The synchronous path. See the file comment.
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                       const OpInfo& info) {
   const NPUStream stream = getCurrentNPUStream(device);
-  if (stream.isExternal() && external::mode() == external::Mode::kCompat) {
-    device_synchronize(device);
-  } else {
-    stream.synchronize();
-  }
+  waitForHostRead(stream);
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
-  Stack original(stack->end() - nargs, stack->end());
-  std::optional<uint64_t> seed;
-  if (info.generatorArg >= 0) {
-    const IValue& g = original[info.generatorArg];
-    seed = reserveSeed(
-        g.isGenerator() ? std::optional<at::Generator>(g.toGenerator()) : std::nullopt, device);
-  }
+  const std::optional<uint64_t> seed =
+      reserveOpSeed(Stack(stack->end() - nargs, stack->end()), info, device);
   // CPU aliases of the npu arguments, remembering which alias is which arg.
   std::unordered_map<const c10::TensorImpl*, at::Tensor> npuOfAlias;
   for (size_t i = 0; i < nargs; ++i) {
@@ -619,48 +643,24 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   bool onlyViews = true;
   for (const auto& ri : info.returns) onlyViews &= ri.kind == ReturnKind::kViewOfArg;
   if (onlyViews && !info.returns.empty()) {
-    stack->erase(stack->end() - nargs, stack->end());
-    for (auto& v : results) stack->push_back(std::move(v));
+    replaceArgsWithResults(stack, nargs, results);
     return true;
   }
 
-  // 4. The task. Random ops reserve their numbers now, at enqueue. See
-  // Note [Random numbers are reserved at enqueue].
-  std::optional<uint64_t> seed;
-  if (info.generatorArg >= 0) {
-    const IValue& g = args[info.generatorArg];
-    seed = reserveSeed(
-        g.isGenerator() ? std::optional<at::Generator>(g.toGenerator()) : std::nullopt, device);
-  }
-  bool allDefined = true;
-  for (const at::Tensor& f : fresh) allDefined &= f.defined();
-  std::optional<c10::OperatorHandle> outOp;
-  if (allDefined && !info.outVariantBroken.load(std::memory_order_relaxed)) {
-    outOp = info.outVariant;
-  }
-  const OpInfo* infoPtr = &info;  // stable: the cache never frees entries
-  std::vector<ReturnInfo> returns = info.returns;
+  // 4. The task. Random ops reserve their numbers now, at enqueue.
+  const std::optional<uint64_t> seed = reserveOpSeed(args, info, device);
   const int generatorArg = info.generatorArg;
+  const OpInfo* infoPtr = &info;  // stable: the cache never frees entries
   if (viaFunctional) {
-    const OpInfo* outInfo = &info;  // stable: the cache never frees entries
     launchKernel(
         getCurrentNPUStream(device), schema.name().c_str(),
-        [op, computeOp, args = std::move(args), computeArgs, generatorArg, seed, outInfo]() {
-          Stack s;
-          s.reserve(args.size());
-          for (size_t i = 0; i < computeArgs; ++i) {
-            if (static_cast<int>(i) == generatorArg) {
-              s.emplace_back(cpuGenerator(*seed));
-            } else {
-              s.push_back(mapTensors(args[i], cpuAlias, c10::DeviceType::CPU));
-            }
-          }
-          // Fast path: the out kernel writes straight into the
-          // device memory. It is trusted only if it neither throws
-          // nor reshapes its outputs (see Note [out= ops run
-          // functionally]); otherwise the op is marked and computed
-          // functionally from now on.
-          if (!outInfo->outVariantBroken.load(std::memory_order_relaxed)) {
+        [op, computeOp, args = std::move(args), computeArgs, generatorArg, seed, infoPtr]() {
+          Stack s = cpuArgs(args, computeArgs, generatorArg, seed);
+          // Fast path: the out kernel writes straight into the device
+          // memory. It is trusted only if it neither throws nor reshapes its
+          // outputs (see Note [out= ops run functionally]); otherwise the op
+          // is marked and computed functionally from now on.
+          if (!infoPtr->outVariantBroken.load(std::memory_order_relaxed)) {
             Stack withOut = s;
             std::vector<at::Tensor> outs;
             for (size_t i = computeArgs; i < args.size(); ++i) {
@@ -679,28 +679,25 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
               ok = false;
             }
             if (ok) return;
-            outInfo->outVariantBroken.store(true, std::memory_order_relaxed);
+            infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
           }
           computeOp.redispatchBoxed(kCpuKeys, &s);
           for (size_t r = 0; r < s.size(); ++r) {
             cpuAlias(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
           }
         });
-    stack->erase(stack->end() - nargs, stack->end());
-    for (auto& v : results) stack->push_back(std::move(v));
+    replaceArgsWithResults(stack, nargs, results);
     return true;
   }
+  bool allDefined = true;
+  for (const at::Tensor& f : fresh) allDefined &= f.defined();
+  std::optional<c10::OperatorHandle> outOp;
+  if (allDefined && !info.outVariantBroken.load(std::memory_order_relaxed)) {
+    outOp = info.outVariant;
+  }
   launchKernel(getCurrentNPUStream(device), schema.name().c_str(),
-               [op, args = std::move(args), fresh, outOp, returns, generatorArg, seed, infoPtr]() {
-                 Stack s;
-                 s.reserve(args.size() + fresh.size());
-                 for (size_t i = 0; i < args.size(); ++i) {
-                   if (static_cast<int>(i) == generatorArg) {
-                     s.emplace_back(cpuGenerator(*seed));
-                   } else {
-                     s.push_back(mapTensors(args[i], cpuAlias, c10::DeviceType::CPU));
-                   }
-                 }
+               [op, args = std::move(args), fresh, outOp, generatorArg, seed, infoPtr]() {
+                 Stack s = cpuArgs(args, args.size(), generatorArg, seed);
                  if (outOp.has_value()) {
                    Stack withOut = s;
                    for (const at::Tensor& f : fresh) withOut.emplace_back(cpuAlias(f));
@@ -713,6 +710,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                    }
                  }
                  op.redispatchBoxed(kCpuKeys, &s);
+                 const std::vector<ReturnInfo>& returns = infoPtr->returns;
                  size_t next = 0;
                  for (size_t r = 0; r < returns.size(); ++r) {
                    if (returns[r].kind != ReturnKind::kNew) continue;
@@ -727,8 +725,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                    }
                  }
                });
-  stack->erase(stack->end() - nargs, stack->end());
-  for (auto& v : results) stack->push_back(std::move(v));
+  replaceArgsWithResults(stack, nargs, results);
   return true;
 }
 

@@ -78,13 +78,7 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
     return dst;
   }
   // A blocking copy: the host may touch the CPU tensor once we return.
-  // On an external stream in compat mode the stream cannot be synchronized;
-  // synchronize the device instead (which covers external streams).
-  if (stream.isExternal() && external::mode() == external::Mode::kCompat) {
-    device_synchronize(stream.device_index());
-  } else {
-    stream.synchronize();
-  }
+  waitForHostRead(stream);
   return dst;
 }
 
@@ -97,11 +91,7 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 // current stream of the tensor's device, then read the memory.
 at::Scalar localScalarDense(const at::Tensor& self) {
   const NPUStream stream = getCurrentNPUStream(self.device().index());
-  if (stream.isExternal() && external::mode() == external::Mode::kCompat) {
-    device_synchronize(stream.device_index());
-  } else {
-    stream.synchronize();
-  }
+  waitForHostRead(stream);
   return at::native::_local_scalar_dense_cpu(cpuAlias(self));
 }
 

@@ -1,6 +1,7 @@
 // See NPUFunctions.h.
 #include "core/NPUFunctions.h"
 
+#include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/NPUStream.h"
 #include "core/TaskQueue.h"
@@ -43,6 +44,14 @@ c10::DeviceIndex exchange_device(c10::DeviceIndex device) {
   c10::DeviceIndex previous = current_device();
   if (device != previous) set_device(device);
   return previous;
+}
+
+void waitForHostRead(const NPUStream& stream) {
+  if (stream.isExternal() && external::mode() == external::Mode::kCompat) {
+    device_synchronize(stream.device_index());
+  } else {
+    stream.synchronize();
+  }
 }
 
 void device_synchronize(c10::DeviceIndex device) {

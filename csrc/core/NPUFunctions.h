@@ -24,6 +24,13 @@ void set_device(c10::DeviceIndex device);
 // Switches device and returns the previous one.
 c10::DeviceIndex exchange_device(c10::DeviceIndex device);
 
+// Blocks until the work queued on `stream` so far finished, so the host may
+// read its results (item(), blocking copies, the synchronous op path). An
+// external stream in compat mode cannot be synchronized by itself (torch_npu
+// refuses it); the device is synchronized instead, which covers it.
+class NPUStream;
+void waitForHostRead(const NPUStream& stream);
+
 // Blocks until all work of the device finished: drains the device's task
 // queues, then synchronizes every stream of the device (external ones
 // included). Raises the first task failure of the device.

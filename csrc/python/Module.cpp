@@ -112,11 +112,7 @@ int kernelThreads(int64_t id, int64_t idx, int64_t type) {
   auto seen = std::make_shared<std::atomic<int>>(-1);
   aten::launchKernel(s, "testing::kernel_threads", [seen] { *seen = at::get_num_threads(); });
   py::gil_scoped_release nogil;
-  if (s.isExternal() && external::mode() == external::Mode::kCompat) {
-    device_synchronize(s.device_index());
-  } else {
-    s.synchronize();
-  }
+  waitForHostRead(s);
   return seen->load();
 }
 

@@ -38,26 +38,16 @@ def _device_index(device: _DeviceLike) -> int:
     return -1 if device.index is None else device.index
 
 
-class Stream(_StreamBase):
-    r"""Wrapper around a stream of the simulated NPU.
+class _StreamMethods:
+    """Methods shared by :class:`Stream` and :class:`SyncLaunchStream`.
 
-    A stream is an in-order queue of work on one device; work queued on
-    different streams may run concurrently. Streams come from per-device pools
-    (round robin) and live until process exit.
-
-    Args:
-        device (torch.device or int, optional): the device of the stream; the
-            current device if ``None`` (default) or a negative integer.
-        priority (int, optional): ``<= -1`` gives a high-priority stream, anything
-            else a normal one (default ``0``).
-        **kwargs: ``is_sync_launch`` (a stream whose launches bypass the task
-            queue), or ``stream_id``, ``device_index`` and ``device_type`` to
-            rebuild a stream from its triple (validated), or ``stream_ptr`` (see
-            :class:`ExternalStream`).
+    A mixin rather than a common base class: ``SyncLaunchStream`` is not a
+    ``Stream`` (torch_npu's hierarchy), but both behave the same. Each class sets
+    ``_repr_name`` and ``_stream_family`` (the class its streams compare equal to).
     """
 
-    def __new__(cls, device=None, priority=0, **kwargs):  # type: (_DeviceLike, int, **Any) -> "Stream"
-        return _StreamBase.__new__(cls, device, priority, **kwargs)
+    _repr_name = "Stream"
+    _stream_family: type = object
 
     def wait_event(self, event):  # type: ("Event") -> None
         r"""Make all future work submitted to this stream wait for ``event``.
@@ -66,7 +56,7 @@ class Stream(_StreamBase):
         """
         event.wait(self)
 
-    def wait_stream(self, stream):  # type: ("Stream") -> None
+    def wait_stream(self, stream):  # type: (Any) -> None
         r"""Make all future work on this stream wait for the work queued on ``stream`` so far."""
         self.wait_event(stream.record_event())
 
@@ -94,7 +84,9 @@ class Stream(_StreamBase):
         return ctypes.c_void_p(self.npu_stream)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Stream):
+        # Equal only to streams of the same family (torch_npu's rule): a
+        # Stream never equals a SyncLaunchStream or a generic torch.Stream.
+        if isinstance(other, self._stream_family):
             return super().__eq__(other)
         return False
 
@@ -102,7 +94,31 @@ class Stream(_StreamBase):
         return hash((self.npu_stream, self.device))
 
     def __repr__(self) -> str:
-        return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.npu_stream:#x}>"
+        return f"<torch_npu.npu.{self._repr_name} device={self.device} npu_stream={self.npu_stream:#x}>"
+
+
+class Stream(_StreamMethods, _StreamBase):
+    r"""Wrapper around a stream of the simulated NPU.
+
+    A stream is an in-order queue of work on one device; work queued on
+    different streams may run concurrently. Streams come from per-device pools
+    (round robin) and live until process exit.
+
+    Args:
+        device (torch.device or int, optional): the device of the stream; the
+            current device if ``None`` (default) or a negative integer.
+        priority (int, optional): ``<= -1`` gives a high-priority stream, anything
+            else a normal one (default ``0``).
+        **kwargs: ``is_sync_launch`` (a stream whose launches bypass the task
+            queue), or ``stream_id``, ``device_index`` and ``device_type`` to
+            rebuild a stream from its triple (validated), or ``stream_ptr`` (see
+            :class:`ExternalStream`).
+    """
+
+    def __new__(cls, device=None, priority=0, **kwargs):  # type: (_DeviceLike, int, **Any) -> "Stream"
+        return _StreamBase.__new__(cls, device, priority, **kwargs)
+
+    _repr_name = "Stream"
 
 
 class ExternalStream(Stream):
@@ -191,7 +207,7 @@ class ExternalStream(Stream):
         return _StreamBase.__new__(cls, device, stream_ptr=stream_ptr, **kwargs)
 
 
-class SyncLaunchStream(_StreamBase):
+class SyncLaunchStream(_StreamMethods, _StreamBase):
     r"""A stream whose launches bypass the task queue (torch_npu's sync-launch pool).
 
     Not a subclass of :class:`Stream`, as in torch_npu. Args as :class:`Stream`.
@@ -200,47 +216,7 @@ class SyncLaunchStream(_StreamBase):
     def __new__(cls, device=None, priority=0, **kwargs):  # type: (_DeviceLike, int, **Any) -> "SyncLaunchStream"
         return _StreamBase.__new__(cls, device, priority, is_sync_launch=1, **kwargs)
 
-    def wait_event(self, event):  # type: ("Event") -> None
-        r"""Make all future work submitted to this stream wait for ``event``."""
-        event.wait(self)
-
-    def wait_stream(self, stream):  # type: ("SyncLaunchStream") -> None
-        r"""Make all future work on this stream wait for the work queued on ``stream`` so far."""
-        self.wait_event(stream.record_event())
-
-    def record_event(self, event=None):  # type: (Optional["Event"]) -> "Event"
-        r"""Record ``event`` (a new :class:`Event` if ``None``) on this stream and return it."""
-        if event is None:
-            event = Event()
-        event.record(self)
-        return event
-
-    def query(self):  # type: () -> bool
-        r"""True if all work submitted to this stream has completed."""
-        return super().query()
-
-    def synchronize(self):  # type: () -> None
-        r"""Wait until all work submitted to this stream has completed."""
-        super().synchronize()
-
-    def set_data_preprocess_stream(self, is_data_preprocess_stream=False):  # type: (bool) -> None
-        r"""Accepted for compatibility; no effect on the simulated NPU."""
-        super().set_data_preprocess_stream(is_data_preprocess_stream)
-
-    @property
-    def _as_parameter_(self) -> ctypes.c_void_p:
-        return ctypes.c_void_p(self.npu_stream)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, SyncLaunchStream):
-            return super().__eq__(other)
-        return False
-
-    def __hash__(self) -> int:
-        return hash((self.npu_stream, self.device))
-
-    def __repr__(self) -> str:
-        return f"<torch_npu.npu.SyncLaunchStream device={self.device} npu_stream={self.npu_stream:#x}>"
+    _repr_name = "SyncLaunchStream"
 
 
 class Event(_EventBase):
@@ -351,3 +327,7 @@ class ExternalEvent(_EventBase):
 
 
 _C._npu_registerStreamClass(Stream)
+
+
+Stream._stream_family = Stream
+SyncLaunchStream._stream_family = SyncLaunchStream
