@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -30,6 +31,7 @@
 
 #include "aten/OpLauncher.h"
 #include "core/ExternalStreams.h"
+#include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 #include "core/NPUGenerator.h"
@@ -395,9 +397,10 @@ struct DeviceFinder {
   }
 };
 
-// Maps every npu tensor (and npu device) inside an IValue through `fn`.
+// Maps every npu tensor inside an IValue through `fn`, and npu devices to
+// `deviceTo` (left alone if nullopt).
 template <typename TensorFn>
-IValue mapTensors(const IValue& v, const TensorFn& fn, c10::DeviceType deviceTo) {
+IValue mapTensors(const IValue& v, const TensorFn& fn, std::optional<c10::DeviceType> deviceTo) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     return isNpu(t) ? IValue(fn(t)) : v;
@@ -420,10 +423,31 @@ IValue mapTensors(const IValue& v, const TensorFn& fn, c10::DeviceType deviceTo)
     }
     return IValue(out);
   }
-  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
-    return IValue(c10::Device(deviceTo));
+  if (deviceTo && v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+    return IValue(c10::Device(*deviceTo));
   }
   return v;
+}
+
+// Note [Task captures and memory reuse]
+// A task holds on to the memory it uses only where it must. A tensor whose
+// block the caching allocator handed out on the task's own stream is
+// captured as a CPU alias, which does not own the memory: if the program
+// drops the tensor before the task ran, the block returns to the pool at
+// once and the next allocation on that stream may take it. That is safe
+// because whatever touches the block next is queued behind this task on the
+// same stream; it is the rule of PyTorch's CUDA allocator, and it keeps a
+// host that runs far ahead of the device from holding one block per queued
+// op (and the device from walking through cold memory). Every other tensor
+// (memory of another stream, which could be handed to work that does not
+// wait for this task, or memory the allocator does not manage) is captured
+// by reference and kept alive until the task ran. So a missing
+// record_stream for such a tensor is harmless here, where on hardware it is
+// a race. The alias is also a snapshot: a later resize_ or set_ of the
+// tensor on the host does not change what the queued task sees.
+at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
+  if (NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) return cpuAlias(npu);
+  return npu;
 }
 
 at::Tensor toMeta(const at::Tensor& t) {
@@ -649,11 +673,18 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
 
   // 4. The task. Random ops reserve their numbers now, at enqueue.
   const std::optional<uint64_t> seed = reserveOpSeed(args, info, device);
+  const NPUStream stream = getCurrentNPUStream(device);
+  // See Note [Task captures and memory reuse].
+  auto capture = [&stream](const at::Tensor& t) { return captureForTask(t, stream); };
+  for (IValue& a : args) a = mapTensors(a, capture, std::nullopt);
+  for (at::Tensor& f : fresh) {
+    if (f.defined()) f = capture(f);
+  }
   const int generatorArg = info.generatorArg;
   const OpInfo* infoPtr = &info;  // stable: the cache never frees entries
   if (viaFunctional) {
     launchKernel(
-        getCurrentNPUStream(device), schema.name().c_str(),
+        stream, schema.name().c_str(),
         [op, computeOp, args = std::move(args), computeArgs, generatorArg, seed, infoPtr]() {
           Stack s = cpuArgs(args, computeArgs, generatorArg, seed);
           // Fast path: the out kernel writes straight into the device
@@ -695,7 +726,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   if (allDefined && !info.outVariantBroken.load(std::memory_order_relaxed)) {
     outOp = info.outVariant;
   }
-  launchKernel(getCurrentNPUStream(device), schema.name().c_str(),
+  launchKernel(stream, schema.name().c_str(),
                [op, args = std::move(args), fresh, outOp, generatorArg, seed, infoPtr]() {
                  Stack s = cpuArgs(args, args.size(), generatorArg, seed);
                  if (outOp.has_value()) {

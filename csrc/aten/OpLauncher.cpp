@@ -76,11 +76,24 @@ void releaseDeferred() noexcept {
 }  // namespace detail
 
 at::Tensor cpuAlias(const at::Tensor& npu) {
-  auto options = at::TensorOptions().dtype(npu.scalar_type()).device(at::kCPU);
-  if (npu.numel() == 0 || npu.data_ptr() == nullptr) {
-    return at::empty_strided(npu.sizes(), npu.strides(), options);
+  // Built directly rather than through at::from_blob: the generic op path
+  // makes one alias per tensor per op on the calling thread, and the
+  // factory's checks and storage-size arithmetic were a measurable part of
+  // an op's host latency. The alias shares the storage's bytes (not owning
+  // them) and keeps the storage offset, sizes and strides.
+  const c10::Storage& source = npu.storage();
+  if (source.data() == nullptr) {
+    return at::empty_strided(npu.sizes(), npu.strides(),
+                             at::TensorOptions().dtype(npu.scalar_type()).device(at::kCPU));
   }
-  return at::from_blob(npu.data_ptr(), npu.sizes(), npu.strides(), options);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), source.nbytes(),
+                       c10::DataPtr(const_cast<void*>(source.data()), c10::Device(c10::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), npu.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(npu.sizes(), npu.strides(),
+                                                     npu.storage_offset());
+  return alias;
 }
 
 at::Tensor emptyNpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,

@@ -10,9 +10,10 @@
 // queues the computation; a device executor later runs the CPU kernel over
 // the device memory (device memory is host memory in the simulator, so a CPU
 // tensor over the same bytes — cpuAlias — is the kernel's view of it). A task
-// captures everything it needs (tensors by value, which also keeps their
-// memory alive until it ran; generator seeds; options) and never reads the
-// calling thread's thread-local state.
+// captures everything it needs (tensors, as non-owning aliases where stream
+// order makes that safe — Note [Task captures and memory reuse] in
+// AsyncFallback.cpp — and by value otherwise; generator seeds; options) and
+// never reads the calling thread's thread-local state.
 #pragma once
 
 #include <ATen/Tensor.h>

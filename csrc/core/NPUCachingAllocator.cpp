@@ -760,6 +760,13 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
   allocator().device(block->device).recordStream(block, stream);
 }
 
+bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream) {
+  const Block* block = blockOf(ptr);
+  // device and stream are immutable while the block is allocated.
+  return block != nullptr && block->device == stream.device_index() &&
+         block->stream == stream.id();
+}
+
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
   Block* block = blockOf(ptr);
   if (block == nullptr) return;

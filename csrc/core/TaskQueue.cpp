@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -145,6 +146,8 @@ class Queue {
         // TASK_QUEUE_ENABLE=2: spin instead of sleeping. acquire pairs with
         // the release in push() (the lock below orders the items anyway).
         while (!pending_.load(std::memory_order_acquire)) std::this_thread::yield();
+      } else {
+        lingerForWork();
       }
       {
         std::unique_lock<std::mutex> lock(mutex_);
@@ -166,6 +169,24 @@ class Queue {
       submittedPublished_.store(submitted_, std::memory_order_release);
       if (!firstError.empty() && error_.empty()) error_ = std::move(firstError);
       if (drainWaiters_ > 0) doneCv_.notify_all();
+    }
+  }
+
+  // Note [Task queue consumer linger]
+  // A host thread launching ops back to back pushes every few microseconds,
+  // and the consumer submits a push in less than that. If the consumer went
+  // to sleep as soon as the queue was empty, nearly every push would find it
+  // asleep and pay a futex wake-up (a system call, and a context switch for
+  // the consumer), which was most of a tiny op's host latency. So the
+  // consumer first watches pending_ for kLingerNs, yielding its core between
+  // looks so that on a machine with few cores the producer it waits for can
+  // run; only a queue idle for that long puts it to sleep.
+  static constexpr std::chrono::nanoseconds kLinger{50'000};
+  void lingerForWork() const {
+    const auto deadline = std::chrono::steady_clock::now() + kLinger;
+    while (!pending_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
     }
   }
 

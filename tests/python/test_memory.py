@@ -109,6 +109,62 @@ def test_record_stream_protects_data_read_by_side_stream(gate):
     assert r.min().item() == 20.0 and r.max().item() == 20.0
 
 
+def test_queued_ops_do_not_hold_memory_of_their_own_stream(gate):
+    # Note [Task captures and memory reuse]: a host far ahead of its stream
+    # reuses the blocks it drops, as with PyTorch's CUDA allocator; queued
+    # tasks do not pin one block per op.
+    settle()
+    stream = torch.npu.current_stream()
+    x = torch.zeros(N, device="npu")
+    settle()
+    reserved_before = torch.npu.memory_reserved()
+    g = gate(stream)  # nothing below runs until release
+    for _ in range(100):
+        x = x + 1  # each old x is dropped while its reader is still queued
+    assert torch.npu.memory_reserved() - reserved_before <= 4 * N * 4
+    g.release()
+    stream.synchronize()
+    assert x.min().item() == 100.0 and x.max().item() == 100.0
+
+
+def test_tensor_of_another_stream_is_held_by_queued_op_without_record_stream(gate):
+    # Beyond CUDA and torch_npu: a queued op keeps memory of another stream
+    # alive itself, so forgetting record_stream cannot corrupt its input.
+    settle()
+    side = torch.npu.Stream()
+    x = torch.full((N,), 2.0, device="npu")
+    side.wait_stream(torch.npu.current_stream())
+    g = gate(side)
+    with torch.npu.stream(side):
+        r = x * 10  # reads x later, on the blocked side stream
+    ptr = x.data_ptr()
+    del x  # no record_stream
+    y = torch.empty(N, device="npu")
+    assert y.data_ptr() != ptr
+    y.fill_(-1.0)
+    torch.npu.current_stream().synchronize()
+    g.release()
+    side.synchronize()
+    assert r.min().item() == 20.0 and r.max().item() == 20.0
+    del r, y
+    settle()
+    z = torch.empty(N, device="npu")
+    w = torch.empty(N, device="npu")
+    assert ptr in (z.data_ptr(), w.data_ptr())  # released once the op ran
+
+
+def test_queued_op_sees_its_inputs_as_they_were_at_launch(gate):
+    settle()
+    stream = torch.npu.current_stream()
+    x = torch.ones(4, device="npu")
+    g = gate(stream)
+    y = x * 3
+    x.resize_(8)  # on the host, while the multiply is still queued
+    g.release()
+    stream.synchronize()
+    assert y.shape == (4,) and y.tolist() == [3.0] * 4
+
+
 def test_record_stream_protects_data_with_task_delay():
     out = run_py_ok(
         """

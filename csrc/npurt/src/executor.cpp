@@ -13,7 +13,11 @@
 namespace npurt::internal {
 
 Executor::Executor(int device, int cores, Trace& trace, const std::atomic<uint32_t>& globalDelayUs)
-    : device_(device), cores_(cores), trace_(trace), globalDelayUs_(globalDelayUs) {}
+    : device_(device), cores_(cores), trace_(trace), globalDelayUs_(globalDelayUs) {
+  sleepers_.reserve(static_cast<size_t>(cores_));
+  for (int i = 0; i < cores_; ++i) sleepers_.push_back(std::make_unique<Sleeper>());
+  sleeping_.reserve(static_cast<size_t>(cores_));
+}
 
 Executor::~Executor() { stop(); }
 
@@ -25,7 +29,7 @@ void Executor::start() {
   if (stopping_.load(std::memory_order_relaxed)) return;  // shut down already
   threads_.reserve(static_cast<size_t>(cores_));
   try {
-    for (int i = 0; i < cores_; ++i) threads_.emplace_back([this] { workerLoop(); });
+    for (int i = 0; i < cores_; ++i) threads_.emplace_back([this, i] { workerLoop(i); });
   } catch (...) {
     // Exception-safe start (Note [Executor thread start]): stop and join
     // what started, leave the executor startable again, rethrow.
@@ -33,12 +37,13 @@ void Executor::start() {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_.store(true, std::memory_order_relaxed);
     }
-    workCv_.notify_all();
+    wakeAll();
     for (std::thread& thread : threads_) thread.join();
     threads_.clear();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_.store(false, std::memory_order_relaxed);
+      sleeping_.clear();
     }
     throw;
   }
@@ -47,19 +52,36 @@ void Executor::start() {
 
 void Executor::schedule(std::shared_ptr<Stream> stream) noexcept {
   const int level = stream->level();
-  bool wake = false;
+  int wake = -1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_.load(std::memory_order_relaxed)) return;
+    wake = takeSleeperFor(*stream);
     ready_[level].push(std::move(stream));
     readyMask_.store(readyMask_.load(std::memory_order_relaxed) | (1u << level),
                      std::memory_order_relaxed);
-    wake = sleepers_ > 0;
   }
   // Outside the lock so the woken worker does not block on it. No lost
-  // wake-up: a worker increments sleepers_ under the mutex after finding the
-  // queue empty, so it either saw our stream or is counted here.
-  if (wake) workCv_.notify_one();
+  // wake-up: a worker puts itself on sleeping_ under the mutex after finding
+  // the queue empty, so it either saw our stream or is woken here.
+  if (wake >= 0) sleepers_[static_cast<size_t>(wake)]->cv.notify_one();
+}
+
+int Executor::takeSleeperFor(const Stream& stream) noexcept {
+  if (sleeping_.empty()) return -1;
+  // Note [Worker wake order]: the stream's last worker if it sleeps, else
+  // the worker that fell asleep last.
+  const int last = stream.lastWorker();
+  auto it = std::find(sleeping_.begin(), sleeping_.end(), last);
+  if (it == sleeping_.end()) it = sleeping_.end() - 1;
+  const int worker = *it;
+  sleeping_.erase(it);
+  sleepers_[static_cast<size_t>(worker)]->woken = true;
+  return worker;
+}
+
+void Executor::wakeAll() noexcept {
+  for (const std::unique_ptr<Sleeper>& sleeper : sleepers_) sleeper->cv.notify_all();
 }
 
 void Executor::stop() noexcept {
@@ -73,7 +95,7 @@ void Executor::stop() noexcept {
     std::lock_guard<std::mutex> lock(delayMutex_);
   }
   delayCv_.notify_all();
-  workCv_.notify_all();
+  wakeAll();
   std::lock_guard<std::mutex> startLock(startMutex_);
   for (std::thread& thread : threads_) {
     if (!thread.joinable()) continue;
@@ -87,15 +109,17 @@ void Executor::stop() noexcept {
   }
   threads_.clear();
   std::lock_guard<std::mutex> lock(mutex_);
+  sleeping_.clear();
   for (StreamList& list : ready_) list.clear();
   readyMask_.store(0, std::memory_order_relaxed);
 }
 
-void Executor::workerLoop() noexcept {
-  while (std::shared_ptr<Stream> stream = takeReady()) runStream(std::move(stream));
+void Executor::workerLoop(int self) noexcept {
+  while (std::shared_ptr<Stream> stream = takeReady(self)) runStream(std::move(stream), self);
 }
 
-std::shared_ptr<Stream> Executor::takeReady() noexcept {
+std::shared_ptr<Stream> Executor::takeReady(int self) noexcept {
+  Sleeper& sleeper = *sleepers_[static_cast<size_t>(self)];
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (stopping_.load(std::memory_order_relaxed)) return nullptr;
@@ -108,9 +132,11 @@ std::shared_ptr<Stream> Executor::takeReady() noexcept {
       }
       return stream;
     }
-    ++sleepers_;
-    workCv_.wait(lock);
-    --sleepers_;
+    sleeper.woken = false;
+    sleeping_.push_back(self);  // capacity reserved: no allocation
+    sleeper.cv.wait(lock, [&] { return sleeper.woken || stopping_.load(std::memory_order_relaxed); });
+    // Woken by schedule() (which took us off sleeping_) or by stop() (which
+    // clears sleeping_ after joining).
   }
 }
 
@@ -181,8 +207,9 @@ uint64_t Executor::keepDistance(const TaskQueue& queue, bool fresh) noexcept {
   return head + std::max<uint64_t>(ahead, 1);
 }
 
-void Executor::runStream(std::shared_ptr<Stream> stream) noexcept {
+void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
   Stream& s = *stream;
+  s.setLastWorker(self);  // Note [Worker wake order]
   TaskQueue& queue = s.queue();
   // Levels numbered below ours are of higher priority.
   const unsigned higher = (1u << s.level()) - 1u;

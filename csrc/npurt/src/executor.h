@@ -16,8 +16,22 @@
 // only every kLookIntervalNs, and then drains everything published
 // meanwhile as one batch. The linger ends at once if any other
 // stream becomes ready; then the stream is released (kIdleBit). Workers with
-// nothing to do sleep on a condition variable; a producer notifies only if
-// a worker sleeps (sleepers_).
+// nothing to do sleep, each on its own condition variable; a producer wakes
+// one only if one sleeps (Note [Worker wake order]).
+//
+// Note [Worker wake order]
+// A stream that was released and gets new work is woken on the worker that
+// ran it last if that worker sleeps, else on the worker that fell asleep
+// most recently (a LIFO stack of sleepers), never on the one that has slept
+// longest. Kernels keep per-thread state warm on the thread that runs them:
+// caches, and above all the intra-op thread team that OpenMP keeps per
+// calling thread. Waking sleepers in FIFO order (what a shared condition
+// variable does) moves a single busy stream to a different worker at every
+// release, so consecutive kernels alternate between teams whose threads
+// have gone to sleep, and every team in the process then spins less
+// (libgomp shortens spin-waits once it manages more threads than CPUs).
+// This is only a preference: a stream still runs on any worker that is free
+// when it is taken from the ready queue.
 //
 // Note [Consumer distance]
 // Reading a task the producer has just written takes its cache line away
@@ -79,18 +93,6 @@ class Executor {
 
   // Starts the worker threads unless already started. Thread-safe.
   // Throws std::system_error if a thread cannot be created (see
-  // Note [Consumer distance]
-  // Reading a task the producer has just written takes its cache line away
-  // from the producer, and worse, the reader's hardware prefetcher follows the
-  // sequential reads into slots the producer is about to write. A worker that
-  // runs right behind a producer therefore makes every enqueue wait for line
-  // transfers, and both crawl in lockstep. So before each batch the worker
-  // looks at how far the producers are ahead (one read of the tail word per
-  // batch): kDistance tasks or more, it runs them; fewer, it waits
-  // kLookIntervalNs first, then runs whatever is there. Tasks found right
-  // after taking the stream, or after having caught up and waited for work,
-  // run at once (the common, latency-bound case of a few tasks).
-  //
   // Note [Executor thread start]).
   void start();
 
@@ -104,9 +106,14 @@ class Executor {
   void stop() noexcept;
 
  private:
-  void workerLoop() noexcept;
-  std::shared_ptr<Stream> takeReady() noexcept;
-  void runStream(std::shared_ptr<Stream> stream) noexcept;
+  void workerLoop(int self) noexcept;
+  std::shared_ptr<Stream> takeReady(int self) noexcept;
+  void runStream(std::shared_ptr<Stream> stream, int self) noexcept;
+  // Under mutex_: takes the worker to wake for `stream` off the sleeper
+  // stack (Note [Worker wake order]), or returns -1 if none sleeps.
+  int takeSleeperFor(const Stream& stream) noexcept;
+  // Wakes every worker (stop()). Call with stopping_ set under mutex_.
+  void wakeAll() noexcept;
   // Nothing is published at the stream's front: wakes idle waiters and
   // lingers. Returns true with `task` filled when work arrives; false if
   // the worker released the stream (no longer ours to touch) or the
@@ -130,13 +137,22 @@ class Executor {
   Trace& trace_;
   const std::atomic<uint32_t>& globalDelayUs_;  // npuSetTaskDelay
 
-  std::mutex mutex_;                   // guards ready_, sleepers_, stopping_ writes
-  std::condition_variable workCv_;     // sleeping workers
+  // A worker's own wake-up. One per worker, made in the constructor and
+  // never moved, so a producer may notify one after dropping mutex_.
+  struct Sleeper {
+    std::condition_variable cv;
+    bool woken = false;  // guarded by mutex_
+  };
+
+  std::mutex mutex_;  // guards ready_, sleeping_, Sleeper::woken, stopping_ writes
+  std::vector<std::unique_ptr<Sleeper>> sleepers_;  // index = worker
+  // Workers asleep, the most recent last (Note [Worker wake order]).
+  // Capacity reserved for every worker: pushing never allocates.
+  std::vector<int> sleeping_;
   StreamList ready_[kPriorityLevels];  // level 0 = highest priority
   // Bit i set iff ready_[i] is non-empty. Written under mutex_, read without
   // it (relaxed) as a hint: a stale value only delays a yield by one task.
   std::atomic<unsigned> readyMask_{0};
-  int sleepers_ = 0;                   // workers blocked in workCv_
   std::atomic<bool> stopping_{false};  // set once by stop()
 
   std::mutex startMutex_;  // serialises start() and stop()

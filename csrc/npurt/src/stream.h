@@ -121,6 +121,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
     delayOverrideUs_.store(us, std::memory_order_relaxed);
   }
 
+  // The executor worker that ran the stream last, or -1; a wake-up hint
+  // only (Note [Worker wake order] in executor.h). Thread-safe.
+  int lastWorker() const noexcept { return lastWorker_.load(std::memory_order_relaxed); }
+  void setLastWorker(int worker) noexcept { lastWorker_.store(worker, std::memory_order_relaxed); }
+
   // --- Destruction (Note [Handle validation]) ---
   // Claims the right to destroy; false if another call already did.
   bool beginDestroy() noexcept { return !destroying_.exchange(true, std::memory_order_acq_rel); }
@@ -160,6 +165,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Executor& executor_;
 
   std::atomic<int64_t> delayOverrideUs_{-1};
+  std::atomic<int> lastWorker_{-1};
   std::atomic<bool> destroying_{false};
   std::atomic<bool> destroyed_{false};
 

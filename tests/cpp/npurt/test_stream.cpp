@@ -6,6 +6,7 @@
 // functions, npuLaunchTask and npurt::launch (move-only callables,
 // exceptions). See Note [Stream scheduling rule] in csrc/npurt/README.md.
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -260,6 +261,31 @@ TEST_F(StreamTest, TasksOfDifferentStreamsRunConcurrently) {
   EXPECT_TRUE(bSawA.load());
   EXPECT_LT(aStart, bEnd);
   EXPECT_LT(bStart, aEnd);
+}
+
+TEST_F(StreamTest, AnIdleStreamReturnsToTheWorkerThatRanItLast) {
+  // Note [Worker wake order]: a stream that went idle and gets work again is
+  // woken on its previous worker (per-thread state such as an OpenMP team
+  // stays warm), not on whichever worker has slept longest, which with two
+  // sleeping workers would alternate between them at every round.
+  auto s = makeStream();
+  constexpr int kRounds = 20;
+  std::vector<std::thread::id> ranOn(kRounds);
+  for (int i = 0; i < kRounds; ++i) {
+    ASSERT_NPU_OK(npurt::launch(s.get(), "where", [&ranOn, i] {
+      ranOn[static_cast<size_t>(i)] = std::this_thread::get_id();
+    }));
+    ASSERT_NPU_OK(npuStreamSynchronize(s.get()));
+    // Not a wait for work (synchronize did that): time for the worker to
+    // stop lingering on the empty stream and fall asleep, so that the next
+    // launch has to wake a worker. A worker still lingering would take the
+    // task itself, which the assertion below accepts as well.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  int stayed = 0;
+  for (int i = 1; i < kRounds; ++i) stayed += ranOn[static_cast<size_t>(i)] == ranOn[0] ? 1 : 0;
+  // Allow a few rounds lost to scheduling noise; FIFO wake-ups score ~half.
+  EXPECT_GE(stayed, kRounds - 4);
 }
 
 TEST_F(StreamTest, StreamsOnDifferentDevicesRunConcurrently) {
