@@ -91,7 +91,11 @@ def test_erase_stream_undoes_record_stream(gate):
     g.release()
 
 
-def test_record_stream_protects_data_read_by_side_stream(gate):
+@pytest.mark.parametrize("record", [True, False], ids=["record_stream", "no_record_stream"])
+def test_side_stream_read_is_protected_from_reuse(gate, record):
+    # With record_stream as in torch_npu; without it too, beyond CUDA and
+    # torch_npu: a queued op keeps memory of another stream alive itself
+    # (Note [Task captures and memory reuse]).
     settle()
     side = torch.npu.Stream()
     x = torch.full((N,), 2.0, device="npu")
@@ -99,14 +103,22 @@ def test_record_stream_protects_data_read_by_side_stream(gate):
     g = gate(side)
     with torch.npu.stream(side):
         r = x * 10  # reads x later, on the blocked side stream
-    x.record_stream(side)
+    ptr = x.data_ptr()
+    if record:
+        x.record_stream(side)
     del x
     y = torch.empty(N, device="npu")
+    assert y.data_ptr() != ptr
     y.fill_(-1.0)  # would corrupt r if x's block were reused
     torch.npu.current_stream().synchronize()
     g.release()
     side.synchronize()
     assert r.min().item() == 20.0 and r.max().item() == 20.0
+    del r, y
+    settle()
+    z = torch.empty(N, device="npu")
+    w = torch.empty(N, device="npu")
+    assert ptr in (z.data_ptr(), w.data_ptr())  # reusable once the side stream ran
 
 
 def test_queued_ops_do_not_hold_memory_of_their_own_stream(gate):
@@ -125,32 +137,6 @@ def test_queued_ops_do_not_hold_memory_of_their_own_stream(gate):
     g.release()
     stream.synchronize()
     assert x.min().item() == 100.0 and x.max().item() == 100.0
-
-
-def test_tensor_of_another_stream_is_held_by_queued_op_without_record_stream(gate):
-    # Beyond CUDA and torch_npu: a queued op keeps memory of another stream
-    # alive itself, so forgetting record_stream cannot corrupt its input.
-    settle()
-    side = torch.npu.Stream()
-    x = torch.full((N,), 2.0, device="npu")
-    side.wait_stream(torch.npu.current_stream())
-    g = gate(side)
-    with torch.npu.stream(side):
-        r = x * 10  # reads x later, on the blocked side stream
-    ptr = x.data_ptr()
-    del x  # no record_stream
-    y = torch.empty(N, device="npu")
-    assert y.data_ptr() != ptr
-    y.fill_(-1.0)
-    torch.npu.current_stream().synchronize()
-    g.release()
-    side.synchronize()
-    assert r.min().item() == 20.0 and r.max().item() == 20.0
-    del r, y
-    settle()
-    z = torch.empty(N, device="npu")
-    w = torch.empty(N, device="npu")
-    assert ptr in (z.data_ptr(), w.data_ptr())  # released once the op ran
 
 
 def test_queued_op_sees_its_inputs_as_they_were_at_launch(gate):
