@@ -204,6 +204,10 @@ uint64_t Executor::keepDistance(const TaskQueue& queue, bool fresh) noexcept {
       if (ahead == before) break;  // no progress: they stopped
     }
   }
+  // A producer that is still going keeps a margin of tasks that we do not
+  // read yet: reading right up to its newest slot lets our prefetcher run
+  // into the lines it is writing (Note [Consumer distance]).
+  if (!fresh && ahead >= kDistance) return head + ahead - kMargin;
   return head + std::max<uint64_t>(ahead, 1);
 }
 

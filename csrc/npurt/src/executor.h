@@ -40,9 +40,10 @@
 // runs right behind a producer therefore makes every enqueue wait for line
 // transfers, and both crawl in lockstep. So before each batch the worker
 // looks at how far the producers are ahead (one read of the tail word per
-// batch): kDistance tasks or more, it runs them; fewer, it waits in steps
-// of kLookIntervalNs (at most kDistanceWaits) while the producers make
-// progress, then runs whatever is there. Tasks found right after taking
+// batch): kDistance tasks or more, it runs all but the newest kMargin of
+// them (the prefetcher would follow its reads into the newest lines);
+// fewer, it waits in steps of kLookIntervalNs (at most kDistanceWaits)
+// while the producers make progress, then runs whatever is there. Tasks found right after taking
 // the stream, or after having caught up and waited for work, run at once
 // (the common, latency-bound case of a few tasks).
 //
@@ -78,6 +79,11 @@ class Executor {
   static constexpr uint64_t kLingerNs = 5'000;
   // See Note [Consumer distance]: tasks between the worker and the producers.
   static constexpr uint64_t kDistance = 64;
+  // Tasks left unread behind producers that are still enqueuing, so that
+  // our reads (and the prefetches that follow them) stay off the lines
+  // they are writing. Less than kDistance.
+  static constexpr uint64_t kMargin = 16;
+  static_assert(kMargin < kDistance);
   static constexpr int kDistanceWaits = 32;
   // Time between two looks at a drained stream's next slot.
   static constexpr uint64_t kLookIntervalNs = 1'000;
