@@ -763,8 +763,7 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
 bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream) {
   const Block* block = blockOf(ptr);
   // device and stream are immutable while the block is allocated.
-  return block != nullptr && block->device == stream.device_index() &&
-         block->stream == stream.id();
+  return block != nullptr && block->device == stream.device_index() && block->stream == stream.id();
 }
 
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {

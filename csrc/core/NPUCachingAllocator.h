@@ -31,15 +31,15 @@ namespace c10_npu::NPUCachingAllocator {
 // Memory statistics of one device, named as torch.cuda.memory_stats names
 // them ("allocated_bytes.all.current", ...). All values are bytes or counts.
 struct DeviceStats {
-  int64_t allocated_bytes = 0;       // in use by tensors
+  int64_t allocated_bytes = 0;  // in use by tensors
   int64_t max_allocated_bytes = 0;
-  int64_t reserved_bytes = 0;        // held from npurt (in use + cached)
+  int64_t reserved_bytes = 0;  // held from npurt (in use + cached)
   int64_t max_reserved_bytes = 0;
-  int64_t active_blocks = 0;         // blocks in use
-  int64_t cached_blocks = 0;         // free blocks held for reuse
-  int64_t num_alloc_retries = 0;     // npuMalloc failures that freed the cache and retried
-  int64_t num_ooms = 0;              // allocations that raised OutOfMemoryError
-  int64_t num_allocs = 0;            // total allocations served
+  int64_t active_blocks = 0;      // blocks in use
+  int64_t cached_blocks = 0;      // free blocks held for reuse
+  int64_t num_alloc_retries = 0;  // npuMalloc failures that freed the cache and retried
+  int64_t num_ooms = 0;           // allocations that raised OutOfMemoryError
+  int64_t num_allocs = 0;         // total allocations served
 };
 
 // The c10::Allocator registered for DeviceType::PrivateUse1. Thread-safe.

@@ -134,7 +134,8 @@ std::shared_ptr<Stream> Executor::takeReady(int self) noexcept {
     }
     sleeper.woken = false;
     sleeping_.push_back(self);  // capacity reserved: no allocation
-    sleeper.cv.wait(lock, [&] { return sleeper.woken || stopping_.load(std::memory_order_relaxed); });
+    sleeper.cv.wait(lock,
+                    [&] { return sleeper.woken || stopping_.load(std::memory_order_relaxed); });
     // Woken by schedule() (which took us off sleeping_) or by stop() (which
     // clears sleeping_ after joining).
   }
