@@ -139,6 +139,34 @@ def test_queued_ops_do_not_hold_memory_of_their_own_stream(gate):
     assert x.min().item() == 100.0 and x.max().item() == 100.0
 
 
+def test_inputs_dropped_while_queued_keep_their_values(gate):
+    # Note [Task captures and memory reuse]: views, tensor lists and index
+    # lists whose tensors the program drops while the ops are queued, then
+    # fresh allocations scribbled on before anything ran.
+    settle()
+    stream = torch.npu.current_stream()
+    a = torch.arange(12.0, device="npu").reshape(3, 4)
+    index = torch.tensor([0, 2], device="npu")
+    stream.synchronize()
+    g = gate(stream)
+    results = []
+    for i in range(20):
+        x = a + i
+        v = x[:, 1:3]
+        parts = [x * 2, v.sum(1, keepdim=True).expand(3, 4)]
+        c = torch.cat(parts, 0)
+        results.append(c[index + 0])
+        del x, v, parts, c
+    junk = [torch.full((3, 4), -7.0, device="npu") for _ in range(50)]
+    g.release()
+    stream.synchronize()
+    for i, r in enumerate(results):
+        x = torch.arange(12.0).reshape(3, 4) + i
+        c = torch.cat([x * 2, x[:, 1:3].sum(1, keepdim=True).expand(3, 4)], 0)
+        assert torch.equal(r.cpu(), c[torch.tensor([0, 2])]), i
+    del junk
+
+
 def test_queued_op_sees_its_inputs_as_they_were_at_launch(gate):
     settle()
     stream = torch.npu.current_stream()
