@@ -446,7 +446,9 @@ IValue mapTensors(const IValue& v, const TensorFn& fn, std::optional<c10::Device
 // a race. The alias is also a snapshot: a later resize_ or set_ of the
 // tensor on the host does not change what the queued task sees.
 at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
-  if (NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) return cpuAlias(npu);
+  if (npu.has_storage() && NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) {
+    return cpuAlias(npu);
+  }
   return npu;
 }
 
