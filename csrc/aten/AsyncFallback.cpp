@@ -452,6 +452,12 @@ at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
   return npu;
 }
 
+// The kernel's view of a tensor a task captured (see captureForTask): an
+// alias is one already; a tensor held by reference gets its alias now.
+at::Tensor kernelView(const at::Tensor& captured) {
+  return isNpu(captured) ? cpuAlias(captured) : captured;
+}
+
 at::Tensor toMeta(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(),
                            at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
@@ -679,8 +685,10 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   // See Note [Task captures and memory reuse].
   auto capture = [&stream](const at::Tensor& t) { return captureForTask(t, stream); };
   for (IValue& a : args) a = mapTensors(a, capture, std::nullopt);
+  // Fresh outputs were just allocated on `stream` (emptyNpu): no need to ask
+  // the allocator.
   for (at::Tensor& f : fresh) {
-    if (f.defined()) f = capture(f);
+    if (f.defined()) f = cpuAlias(f);
   }
   const int generatorArg = info.generatorArg;
   const OpInfo* infoPtr = &info;  // stable: the cache never frees entries
@@ -697,7 +705,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
             Stack withOut = s;
             std::vector<at::Tensor> outs;
             for (size_t i = computeArgs; i < args.size(); ++i) {
-              outs.push_back(cpuAlias(args[i].toTensor()));
+              outs.push_back(kernelView(args[i].toTensor()));
               withOut.emplace_back(outs.back());
             }
             bool ok = false;
@@ -716,7 +724,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
           }
           computeOp.redispatchBoxed(kCpuKeys, &s);
           for (size_t r = 0; r < s.size(); ++r) {
-            cpuAlias(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
+            kernelView(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
           }
         });
     replaceArgsWithResults(stack, nargs, results);
@@ -733,7 +741,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                  Stack s = cpuArgs(args, args.size(), generatorArg, seed);
                  if (outOp.has_value()) {
                    Stack withOut = s;
-                   for (const at::Tensor& f : fresh) withOut.emplace_back(cpuAlias(f));
+                   for (const at::Tensor& f : fresh) withOut.emplace_back(kernelView(f));
                    try {
                      outOp->redispatchBoxed(kCpuKeys, &withOut);
                      return;
@@ -750,11 +758,11 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                    if (returns[r].isList) {
                      for (const at::Tensor& t : s[r].toTensorVector()) {
                        const at::Tensor& f = fresh[next++];
-                       if (f.defined()) cpuAlias(f).copy_(t);
+                       if (f.defined()) kernelView(f).copy_(t);
                      }
                    } else {
                      const at::Tensor& f = fresh[next++];
-                     if (f.defined()) cpuAlias(f).copy_(s[r].toTensor());
+                     if (f.defined()) kernelView(f).copy_(s[r].toTensor());
                    }
                  }
                });
