@@ -142,13 +142,7 @@ class Queue {
   void consumerLoop() {
     std::vector<Item> batch;
     for (;;) {
-      if (busyPoll_) {
-        // TASK_QUEUE_ENABLE=2: spin instead of sleeping. acquire pairs with
-        // the release in push() (the lock below orders the items anyway).
-        while (!pending_.load(std::memory_order_acquire)) std::this_thread::yield();
-      } else {
-        lingerForWork();
-      }
+      watchForWork();
       {
         std::unique_lock<std::mutex> lock(mutex_);
         consumerWaiting_ = true;
@@ -177,13 +171,16 @@ class Queue {
   // and the consumer submits a push in less than that. If the consumer went
   // to sleep as soon as the queue was empty, nearly every push would find it
   // asleep and pay a futex wake-up (a system call, and a context switch for
-  // the consumer), which was most of a tiny op's host latency. So the
-  // consumer first watches pending_ for kLingerNs, yielding its core between
-  // looks so that on a machine with few cores the producer it waits for can
-  // run; only a queue idle for that long puts it to sleep.
+  // the consumer), which was most of a tiny op's host latency. So before it
+  // sleeps the consumer watches pending_ for kLinger, yielding its core
+  // between looks so that on a machine with few cores the producer it waits
+  // for can run. TASK_QUEUE_ENABLE=2 watches without a deadline (busy poll).
+  // acquire pairs with the release in push() (the lock taken afterwards
+  // orders the items anyway).
   static constexpr std::chrono::nanoseconds kLinger{50'000};
-  void lingerForWork() const {
-    const auto deadline = std::chrono::steady_clock::now() + kLinger;
+  void watchForWork() const {
+    const auto deadline = busyPoll_ ? std::chrono::steady_clock::time_point::max()
+                                    : std::chrono::steady_clock::now() + kLinger;
     while (!pending_.load(std::memory_order_acquire) &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::yield();
