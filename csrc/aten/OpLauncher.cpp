@@ -77,10 +77,11 @@ void releaseDeferred() noexcept {
 
 at::Tensor cpuAlias(const at::Tensor& npu) {
   // Built directly rather than through at::from_blob: the generic op path
-  // makes one alias per tensor per op on the calling thread, and the
-  // factory's checks and storage-size arithmetic were a measurable part of
-  // an op's host latency. The alias shares the storage's bytes (not owning
-  // them) and keeps the storage offset, sizes and strides.
+  // makes one alias per captured tensor per op on the calling thread, and
+  // through from_blob `x + 1` on 16 elements took 6.2 µs of host time
+  // instead of 3.5 µs (benchmarks/bench_torch.py). The alias shares the
+  // storage's bytes (not owning them) and keeps the storage offset, sizes
+  // and strides.
   const c10::Storage& source = npu.storage();
   if (source.data() == nullptr) {
     return at::empty_strided(npu.sizes(), npu.strides(),
