@@ -162,7 +162,7 @@ bool Executor::awaitWork(Stream& stream, InlineTask& task) noexcept {
   const uint64_t deadline = nowNs() + kLingerNs;
   unsigned misses = 0;  // looks at a ticket taken but not published
   for (unsigned look = 1;; ++look) {
-    // Look rarely, and at the slot the next task goes to, not at the tail
+    // Look rarely, and at the entry the next task goes to, not at the tail
     // word: every look takes a line the producers write away from them, and
     // a look per task would make each enqueue wait for a cache-line
     // transfer. Between looks they fill the ring undisturbed; we then drain
@@ -206,7 +206,7 @@ uint64_t Executor::keepDistance(const TaskQueue& queue, bool fresh) noexcept {
     }
   }
   // A producer that is still going keeps a margin of tasks that we do not
-  // read yet: reading right up to its newest slot lets our prefetcher run
+  // read yet: reading right up to its newest entry lets our prefetcher run
   // into the lines it is writing (Note [Consumer distance]).
   if (!fresh && ahead >= kDistance) return head + ahead - kMargin;
   return head + std::max<uint64_t>(ahead, 1);

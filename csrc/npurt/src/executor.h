@@ -36,12 +36,13 @@
 // Note [Consumer distance]
 // Reading a task the producer has just written takes its cache line away
 // from the producer, and worse, the reader's hardware prefetcher follows the
-// sequential reads into slots the producer is about to write. A worker that
+// sequential reads into entries the producer is about to write. A worker that
 // runs right behind a producer therefore makes every enqueue wait for line
 // transfers, and both crawl in lockstep. So before each batch the worker
 // looks at how far the producers are ahead (one read of the tail word per
-// batch): kDistance tasks or more, it runs all but the newest kMargin of
-// them (the prefetcher would follow its reads into the newest lines);
+// batch): kDistance ring entries or more, it runs all but the newest
+// kMargin of them (the prefetcher would follow its reads into the newest
+// lines);
 // fewer, it waits in steps of kLookIntervalNs (at most kDistanceWaits)
 // while the producers make progress, then runs whatever is there. Tasks found right after taking
 // the stream, or after having caught up and waited for work, run at once
@@ -77,15 +78,16 @@ class Executor {
   static constexpr int kBatchSize = 64;
   // How long a worker keeps an empty stream before releasing it.
   static constexpr uint64_t kLingerNs = 5'000;
-  // See Note [Consumer distance]: tasks between the worker and the producers.
+  // See Note [Consumer distance]: ring entries (four to a cache line)
+  // between the worker and the producers.
   static constexpr uint64_t kDistance = 64;
-  // Tasks left unread behind producers that are still enqueuing, so that
+  // Entries left unread behind producers that are still enqueuing, so that
   // our reads (and the prefetches that follow them) stay off the lines
   // they are writing. Less than kDistance.
   static constexpr uint64_t kMargin = 16;
   static_assert(kMargin < kDistance);
   static constexpr int kDistanceWaits = 32;
-  // Time between two looks at a drained stream's next slot.
+  // Time between two looks at a drained stream's next entry.
   static constexpr uint64_t kLookIntervalNs = 1'000;
   // Size of the buffer a failing task writes its message into.
   static constexpr size_t kErrorBufSize = 1024;

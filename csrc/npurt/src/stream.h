@@ -56,7 +56,9 @@ constexpr int kLeastPriority = 0;
 // can keep it (and not the stream with its ring) alive. Written only by the
 // stream's owner; its own cache line, away from the producers' line.
 struct alignas(64) StreamProgress {
-  std::atomic<uint64_t> finished{0};  // tasks finished (run or discarded), in order
+  // Ring entries of the tasks finished (run or discarded), in order: a
+  // task counts for the entries it took (Note [Task ring]).
+  std::atomic<uint64_t> finished{0};
 };
 
 class Stream : public std::enable_shared_from_this<Stream> {

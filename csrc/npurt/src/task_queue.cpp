@@ -9,16 +9,22 @@
 namespace npurt::internal {
 namespace {
 
-// Slots ahead of its own that a producer asks for in exclusive state
-// (prefetch for write). A slot line was last read by the consumer; without
-// the prefetch its ownership transfer would be paid by the next enqueue's
-// CAS, which waits for the store into the slot to complete.
-constexpr uint64_t kPrefetchAhead = 32;
+// Entries ahead of its own that a producer asks for in exclusive state
+// (prefetch for write), 32 lines. An entry's line was last written by the
+// consumer (which zeroed it); without the prefetch its ownership transfer
+// would be paid by the next enqueue's CAS, which waits for the stores into
+// the entry to complete.
+constexpr uint64_t kPrefetchAhead = 128;
+
+template <typename T>
+uint64_t bits(T* pointer) noexcept {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(pointer));
+}
 
 }  // namespace
 
 TaskQueue::TaskQueue(std::atomic<uint64_t>& finished)
-    : slots_(new Slot[kInitialCapacity]), capacity_(kInitialCapacity), finished_(finished) {}
+    : slots_(new Entry[kInitialCapacity]), capacity_(kInitialCapacity), finished_(finished) {}
 
 TaskQueue::~TaskQueue() {
   // Normally empty: a stream is released only after it drained. After a
@@ -29,52 +35,113 @@ TaskQueue::~TaskQueue() {
   delete[] slots_.load(std::memory_order_relaxed);
 }
 
+bool TaskQueue::encode(const InlineTask& task, Encoded& out) noexcept {
+  // Note [Ring entries].
+  uint64_t kind = kNode;
+  uint64_t payload = 0;
+  uint64_t* w = out.words;
+  out.span = 1;
+  switch (task.kind) {
+    case InlineKind::kHostFn:
+      kind = kHostFn;
+      payload = bits(task.hostFn.fn);
+      w[1] = bits(task.hostFn.userData);
+      break;
+    case InlineKind::kUserTask: {
+      w[1] = bits(task.user.userData);
+      const uint32_t index =
+          TaskDescriptors::intern(task.user.name, task.user.run, task.user.release);
+      if (index != TaskDescriptors::kNone) [[likely]] {
+        kind = kInterned;
+        payload = index;
+        break;
+      }
+      kind = kUserTask;
+      payload = bits(task.user.run);
+      w[2] = bits(task.user.release);
+      w[3] = bits(task.user.name);
+      out.span = 2;
+      break;
+    }
+    case InlineKind::kNode:
+      w[1] = bits(task.node);
+      break;
+  }
+  if ((payload & ~kPayloadMask) != 0) [[unlikely]]
+    return false;
+  w[0] = payload | kind << kKindShift;
+  if (task.enqueueNs != 0) {
+    w[0] |= kTimestamped;
+    w[2 * out.span] = task.enqueueNs;
+    w[2 * out.span + 1] = 0;
+    ++out.span;
+  }
+  return true;
+}
+
 TaskQueue::Pushed TaskQueue::push(const InlineTask& task) {
+  Encoded encoded;
+  if (!encode(task, encoded)) [[unlikely]] {
+    // A code pointer with high bits set: enqueue the task as a node.
+    TaskPtr node = makeTask<InlineTaskNode>(task);
+    InlineTask heap = InlineTask::heap(node.get());
+    heap.enqueueNs = task.enqueueNs;
+    const Pushed pushed = push(heap);
+    (void)node.release();  // the queue owns it now
+    return pushed;
+  }
+  const uint64_t span = encoded.span;
   uint64_t word = tail_.load(std::memory_order_relaxed);
   uint64_t ticket = 0;
   for (;;) {
     if ((word & kOverflowBit) != 0) [[unlikely]]
-      return pushOverflow(task);
+      return pushOverflow(task, span);
     ticket = word & kCountMask;
-    // acquire (both loads): the consumer copied the task out of the slot we
-    // are about to reuse before it published a finished count past it; the
+    // acquire (both loads): the consumer zeroed and left the entries we are
+    // about to reuse before it published a finished count past them; the
     // cached copy carries that through the release store below.
     const uint64_t capacity = this->capacity();
-    if (ticket - cachedFinished_.load(std::memory_order_acquire) >= capacity) [[unlikely]] {
+    if (ticket + span - cachedFinished_.load(std::memory_order_acquire) > capacity) [[unlikely]] {
       const uint64_t finished = finished_.load(std::memory_order_acquire);
       cachedFinished_.store(finished, std::memory_order_release);
-      if (ticket - finished >= capacity) return pushOverflow(task);
+      if (ticket + span - finished > capacity) return pushOverflow(task, span);
     }
     // The new word has the count advanced and kIdleBit cleared. acq_rel:
     // acquire pairs with tryRelease's release, so a producer that takes over
     // an idle stream hands the last owner's state (head_) to the next one;
     // release orders our earlier cachedFinished_ reads before the ticket.
-    if (tail_.compare_exchange_weak(word, ticket + 1, std::memory_order_acq_rel,
+    if (tail_.compare_exchange_weak(word, ticket + span, std::memory_order_acq_rel,
                                     std::memory_order_relaxed)) {
       break;
     }
   }
   // The ring cannot change between our ticket and its publication (Note
   // [Task ring], Overflow); both addresses are used before the publication.
-  Slot* const ring = slots_.load(std::memory_order_relaxed);
+  Entry* const ring = slots_.load(std::memory_order_relaxed);
   const uint64_t mask = capacity() - 1;
-  Slot& slot = ring[ticket & mask];
-  slot.task = task;
+  // Later entries first (relaxed: the first tag's release publishes them).
+  for (uint64_t i = 1; i < span; ++i) {
+    Entry& entry = ring[(ticket + i) & mask];
+    entry.tag.store(encoded.words[2 * i], std::memory_order_relaxed);
+    entry.word = encoded.words[2 * i + 1];
+  }
+  Entry& first = ring[ticket & mask];
+  first.word = encoded.words[1];
   prefetchForWrite(&ring[(ticket + kPrefetchAhead) & mask]);
-  // release: the consumer's acquire load of seq sees the whole task.
-  slot.seq.store(ticket + 1, std::memory_order_release);
+  // release: the consumer's acquire load of the tag sees the whole task.
+  first.tag.store(encoded.words[0], std::memory_order_release);
   return {ticket, (word & kIdleBit) != 0};
 }
 
-TaskQueue::Pushed TaskQueue::pushOverflow(const InlineTask& task) {
+TaskQueue::Pushed TaskQueue::pushOverflow(const InlineTask& task, uint64_t span) {
   // Allocated before a ticket is taken: if this throws, nothing changed.
-  auto* node = ::new (NodePool::allocate()) OverflowNode{task, nullptr};
+  auto* node = ::new (NodePool::allocate()) OverflowNode{task, span, nullptr};
   std::unique_lock<std::mutex> lock(overflowMutex_);
   uint64_t word = tail_.load(std::memory_order_relaxed);
   for (;;) {
     const uint64_t ticket = word & kCountMask;
     const bool starting = (word & kOverflowBit) == 0;
-    if (starting && ticket - finished_.load(std::memory_order_acquire) < capacity()) {
+    if (starting && ticket + span - finished_.load(std::memory_order_acquire) <= capacity()) {
       // The consumer made room (or left overflow mode) since we looked.
       lock.unlock();
       node->~OverflowNode();
@@ -84,7 +151,7 @@ TaskQueue::Pushed TaskQueue::pushOverflow(const InlineTask& task) {
     // Only mutex holders change the word while kOverflowBit is set; before
     // it is set a fast-path producer may still win a ticket, hence the CAS.
     // acq_rel as in push().
-    if (tail_.compare_exchange_weak(word, (ticket + 1) | kOverflowBit, std::memory_order_acq_rel,
+    if (tail_.compare_exchange_weak(word, (ticket + span) | kOverflowBit, std::memory_order_acq_rel,
                                     std::memory_order_relaxed)) {
       if (starting) overflowStart_ = ticket;
       *overflowTail_ = node;
@@ -125,12 +192,18 @@ TaskQueue::Front TaskQueue::poll(InlineTask& out) noexcept {
 }
 
 void TaskQueue::pop() noexcept {
+  uint64_t span = frontSpan_;
   if (OverflowNode* node = chain_; node != nullptr) {
+    span = node->span;
     chain_ = node->next;
     node->~OverflowNode();
     NodePool::release(node);
+  } else {
+    // Free the entries for the next lap (Note [Task ring], Entry reuse).
+    // relaxed: the release store of the count below publishes the zeros.
+    for (uint64_t i = 0; i < span; ++i) entryAt(head_ + i).tag.store(0, std::memory_order_relaxed);
   }
-  ++head_;
+  head_ += span;
   // release: see the declaration. A plain store on x86; the finished count
   // has a line of its own, read by queries and rarely by producers.
   finished_.store(head_, std::memory_order_release);
@@ -163,7 +236,7 @@ void TaskQueue::grow() noexcept {
   const uint64_t capacity = this->capacity();
   if (capacity >= kMaxCapacity) return;
   // Not worth failing over: without memory the stream keeps its ring.
-  Slot* larger = new (std::nothrow) Slot[capacity * kGrowth];
+  Entry* larger = new (std::nothrow) Entry[capacity * kGrowth];
   if (larger == nullptr) return;
   delete[] slots_.exchange(larger, std::memory_order_relaxed);
   capacity_.store(capacity * kGrowth, std::memory_order_relaxed);
