@@ -11,6 +11,12 @@ CMAKE := $(VENV)/bin/cmake
 BUILD := build
 BUILD_TYPE ?= RelWithDebInfo
 DEPS_STAMP := $(VENV)/.deps-stamp
+# npurt_bench: 5 repetitions of every benchmark, in random order, summarised
+# by their medians. On a 2-vCPU VM the cost of a benchmark drifts with the
+# placement of its threads from one run to the next; interleaving spreads
+# that drift over ours and the baseline alike (docs/PERFORMANCE.md).
+NPURT_BENCH_FLAGS ?= --benchmark_min_time=0.1s --benchmark_repetitions=5 \
+	--benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 
 .PHONY: all deps build install test test-cpp test-python bench demo sanitize clean
 
@@ -45,7 +51,7 @@ install: build
 	$(VPY) -m pip install -q --no-build-isolation --no-deps -e .
 
 bench: build
-	$(BUILD)/benchmarks/npurt_bench --benchmark_min_time=0.2s
+	$(BUILD)/benchmarks/npurt_bench $(NPURT_BENCH_FLAGS)
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_torch.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py
 

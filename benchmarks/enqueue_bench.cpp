@@ -17,12 +17,28 @@
 // which is the contention a real producer meets. The one wake-up of the idle
 // worker per batch is amortised over kTasksPerBatch tasks. Both npurt and the
 // baseline run in exactly this harness.
+//
+// Placement. With one producer each benchmark also runs "pinned": the
+// producer on one CPU and the stream's consumer (npurt's executor threads,
+// the baseline's worker) on another, so that the consumer really drains
+// while the producer enqueues. Left to the scheduler, the two sometimes share
+// a CPU for a whole batch; the consumer then does not run until the producer
+// is done, and the enqueue figure is that of a queue without a consumer (for
+// the baseline 10-20 ns a task instead of 60-100). The targets are read from
+// the pinned rows with one producer and from the unpinned rows with four.
+// npurt's pinned streams live on device 1, whose executor threads are started
+// on the consumer's CPU before any benchmark runs (threads inherit their
+// creator's affinity); everything else uses device 0.
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -37,16 +53,59 @@ namespace {
 // per-batch costs (waking the producers and the idle worker) are noise.
 constexpr int kTasksPerBatch = 16384;
 
+// The two CPUs of the pinned placement (see the file comment), or -1 when
+// the process may run on fewer than two CPUs or npurt has a single device.
+struct Placement {
+  int producerCpu = -1;
+  int consumerCpu = -1;
+  bool available() const { return consumerCpu >= 0; }
+};
+Placement gPlacement;
+constexpr int kPinnedDevice = 1;
+
+// Pins the calling thread to one CPU for its lifetime (cpu < 0: does
+// nothing), restoring the previous affinity afterwards.
+class ScopedAffinity {
+ public:
+  explicit ScopedAffinity(int cpu) {
+    if (cpu < 0) return;
+    pinned_ = pthread_getaffinity_np(pthread_self(), sizeof previous_, &previous_) == 0 &&
+              pinCurrentThread(cpu);
+  }
+  ScopedAffinity(const ScopedAffinity&) = delete;
+  ScopedAffinity& operator=(const ScopedAffinity&) = delete;
+  ~ScopedAffinity() {
+    if (pinned_) pthread_setaffinity_np(pthread_self(), sizeof previous_, &previous_);
+  }
+
+  static bool pinCurrentThread(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+  }
+
+ private:
+  cpu_set_t previous_{};
+  bool pinned_ = false;
+};
+
 // Producer threads started once per benchmark run and released once per batch.
 // A mutex/condvar gate rather than std::barrier: on this 2-core machine a
 // spinning waiter would steal the core the stream's worker needs.
 class ProducerPool {
  public:
   // body(index) enqueues one producer's share; returns false on failure.
-  ProducerPool(int producers, std::function<bool(int)> body)
+  // With cpu >= 0 every producer runs pinned to that CPU.
+  ProducerPool(int producers, int cpu, std::function<bool(int)> body)
       : body_(std::move(body)), start_(producers), end_(producers) {
     threads_.reserve(producers);
-    for (int i = 0; i < producers; ++i) threads_.emplace_back([this, i] { loop(i); });
+    for (int i = 0; i < producers; ++i) {
+      threads_.emplace_back([this, i, cpu] {
+        if (cpu >= 0) ScopedAffinity::pinCurrentThread(cpu);
+        loop(i);
+      });
+    }
   }
   ProducerPool(const ProducerPool&) = delete;
   ProducerPool& operator=(const ProducerPool&) = delete;
@@ -138,13 +197,16 @@ struct NpurtStaticTask {
   }
 };
 
+bool pinned(const benchmark::State& state) { return state.range(1) != 0; }
+
 // Shared measurement loop; see the file comment for what each counter holds.
 // enqueue(producer) enqueues one task, drain() synchronizes the stream.
 template <typename EnqueueFn, typename DrainFn>
 void measure(benchmark::State& state, EnqueueFn enqueue, DrainFn drain) {
   const int producers = static_cast<int>(state.range(0));
   const int perProducer = kTasksPerBatch / producers;
-  ProducerPool pool(producers, [&](int) {
+  const int producerCpu = pinned(state) ? gPlacement.producerCpu : -1;
+  ProducerPool pool(producers, producerCpu, [&](int) {
     for (int i = 0; i < perProducer; ++i) {
       if (!enqueue()) return false;
     }
@@ -180,7 +242,10 @@ void measure(benchmark::State& state, EnqueueFn enqueue, DrainFn drain) {
 template <typename Target>
 void BM_NpurtEnqueue(benchmark::State& state) {
   npuStream_t stream = nullptr;
-  if (!ok(state, npuStreamCreate(&stream))) return;
+  if (!ok(state, npuSetDevice(pinned(state) ? kPinnedDevice : 0)) ||
+      !ok(state, npuStreamCreate(&stream)) || !ok(state, npuSetDevice(0))) {
+    return;
+  }
   npurt::StreamHandle owner(stream);
   measure(
       state, [stream] { return Target::enqueue(stream); },
@@ -188,7 +253,10 @@ void BM_NpurtEnqueue(benchmark::State& state) {
 }
 
 void BM_BaselineEnqueue(benchmark::State& state) {
-  BaselineStream stream;
+  std::optional<ScopedAffinity> onConsumerCpu;
+  if (pinned(state)) onConsumerCpu.emplace(gPlacement.consumerCpu);
+  BaselineStream stream;  // its worker inherits the affinity
+  onConsumerCpu.reset();
   measure(
       state,
       [&stream] {
@@ -201,24 +269,54 @@ void BM_BaselineEnqueue(benchmark::State& state) {
       });
 }
 
+// Chooses the CPUs of the pinned placement and starts the pinned device's
+// executor threads on the consumer's CPU. Leaves gPlacement unavailable if
+// that cannot be done.
+void preparePlacement() {
+  cpu_set_t allowed;
+  int deviceCount = 0;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
+      npuGetDeviceCount(&deviceCount) != npuSuccess || deviceCount <= kPinnedDevice) {
+    return;
+  }
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.size() < 2) return;
+  ScopedAffinity onConsumerCpu(cpus[1]);
+  npuStream_t stream = nullptr;
+  if (npuSetDevice(kPinnedDevice) != npuSuccess || npuStreamCreate(&stream) != npuSuccess) {
+    (void)npuSetDevice(0);
+    return;
+  }
+  (void)npuStreamDestroy(stream);  // the executor threads stay
+  (void)npuSetDevice(0);
+  gPlacement = Placement{cpus[0], cpus[1]};
+}
+
 }  // namespace
 
 void registerEnqueueBenchmarks() {
-  // Producer-count-major, the baseline first: the four variants of one
-  // producer count run back to back, so a change in machine load (other
-  // builds on this machine) skews their ratio as little as possible.
+  preparePlacement();
+  // Producer-count-major, the baseline first: the variants of one producer
+  // count are registered next to each other (and run in random order with
+  // --benchmark_enable_random_interleaving).
   for (int producers : {1, 4}) {
-    const auto add = [producers](const char* name, void (*fn)(benchmark::State&)) {
-      benchmark::RegisterBenchmark(name, fn)
-          ->ArgName("producers")
-          ->Arg(producers)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-    };
-    add(kEnqueueBaseline, &BM_BaselineEnqueue);
-    add(kEnqueueLaunch, &BM_NpurtEnqueue<NpurtLaunch>);
-    add(kEnqueueHostFunc, &BM_NpurtEnqueue<NpurtHostFunc>);
-    add(kEnqueueTask, &BM_NpurtEnqueue<NpurtStaticTask>);
+    for (int pinned : {0, 1}) {
+      if (pinned == 1 && (producers != 1 || !gPlacement.available())) continue;
+      const auto add = [producers, pinned](const char* name, void (*fn)(benchmark::State&)) {
+        benchmark::RegisterBenchmark(name, fn)
+            ->ArgNames({"producers", "pinned"})
+            ->Args({producers, pinned})
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      };
+      add(kEnqueueBaseline, &BM_BaselineEnqueue);
+      add(kEnqueueLaunch, &BM_NpurtEnqueue<NpurtLaunch>);
+      add(kEnqueueHostFunc, &BM_NpurtEnqueue<NpurtHostFunc>);
+      add(kEnqueueTask, &BM_NpurtEnqueue<NpurtStaticTask>);
+    }
   }
 }
 

@@ -1,8 +1,10 @@
 // npurt_bench: Google Benchmark programs for the npurt runtime, followed by a
 // summary of the performance targets (measured, target, met).
 //
-//   build/benchmarks/npurt_bench --benchmark_min_time=0.2s
+//   build/benchmarks/npurt_bench --benchmark_min_time=0.1s --benchmark_repetitions=5
+//       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 //
+// (what `make bench` runs: NPURT_BENCH_FLAGS in the Makefile).
 // All Google Benchmark flags work (--benchmark_filter, --benchmark_format,
 // --benchmark_out, --benchmark_repetitions, ...). The summary uses the median
 // over repetitions and says "not run" for a target whose benchmarks were
@@ -100,7 +102,11 @@ bool printSummary(const CapturingReporter& reporter) {
   std::vector<TargetRow> rows;
   const std::string baseline = kEnqueueBaseline;
   for (int producers : {1, 4}) {
-    const std::string args = "/producers:" + std::to_string(producers);
+    // One producer: the pinned placement when it ran (see enqueue_bench.cpp).
+    std::string args = "/producers:" + std::to_string(producers) + "/pinned:1";
+    if (reporter.median(baseline + args, kEnqueueCounter) < 0) {
+      args = "/producers:" + std::to_string(producers) + "/pinned:0";
+    }
     const double reference = reporter.median(baseline + args, kEnqueueCounter);
     for (const char* ours : {kEnqueueLaunch, kEnqueueHostFunc}) {
       const char* api = std::strchr(ours, '/') + 1;  // "npurt::launch", ...
