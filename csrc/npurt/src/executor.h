@@ -79,13 +79,16 @@ class Executor {
   // How long a worker keeps an empty stream before releasing it.
   static constexpr uint64_t kLingerNs = 5'000;
   // See Note [Consumer distance]: ring entries (four to a cache line)
-  // between the worker and the producers, 64 lines.
-  static constexpr uint64_t kDistance = 256;
+  // between the worker and the producers. Measured both ways: 256 and 64
+  // (the same distance in lines as 64 and 16 one-line slots) saved 2 ns per
+  // npurt::launch in npurt_bench but let a trickling producer keep the
+  // worker waiting, and bench_torch.py's tiny op went from 1.25-1.31x cpu
+  // to 1.30-2.07x.
+  static constexpr uint64_t kDistance = 64;
   // Entries left unread behind producers that are still enqueuing, so that
   // our reads (and the prefetches that follow them) stay off the lines
-  // they are writing. Less than kDistance. 16 lines: with 4 lines (16
-  // entries) npurt::launch cost 20 instead of 18 ns in npurt_bench.
-  static constexpr uint64_t kMargin = 64;
+  // they are writing. Less than kDistance.
+  static constexpr uint64_t kMargin = 16;
   static_assert(kMargin < kDistance);
   static constexpr int kDistanceWaits = 32;
   // Time between two looks at a drained stream's next entry.
