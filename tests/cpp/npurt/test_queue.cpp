@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <string>
 #include <vector>
 
