@@ -235,7 +235,10 @@ typedef struct npuTask {
 #define npuTaskCopyName 0x1u
 
 /* Enqueues a task. On error the task is not enqueued and release() is NOT
- * called (the caller still owns userData). */
+ * called (the caller still owns userData). Without npuTaskCopyName, npurt
+ * remembers each distinct (name, run, release) for the life of the process
+ * (up to 4096 of them), so that such tasks are enqueued without allocating;
+ * more distinct triples work too, with one more ring entry each. */
 NPURT_API npuError_t npuLaunchTask(npuStream_t stream, const npuTask* task);
 
 /* ------------------------------------------------------------------------ */
