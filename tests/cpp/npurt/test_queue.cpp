@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -143,6 +144,95 @@ TEST_P(QueueTest, MixedTasksStreamingThroughTheRingRunInOrder) {
   ASSERT_NPU_OK(npuStreamSynchronizeWithTimeout(s.get(), kHangTimeoutUs));
   expectRanInOrder(kTasks);
   for (const auto& e : events) EXPECT_NPU_OK(npuEventQuery(e.get()));
+}
+
+// Log of the mixed-span stress test: (producer << 32) | sequence of every
+// task that ran, in order (one task of a stream runs at a time).
+std::vector<uint64_t> gMixedLog;
+std::atomic<int> gMixedReleased{0};
+
+uint64_t unpack(void* user) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(user)); }
+void* pack(uint64_t producer, uint64_t seq) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(producer << 32 | seq));
+}
+void mixedHost(void* user) { gMixedLog.push_back(unpack(user)); }
+int mixedRun(void* user, char* /*errorBuf*/, size_t /*errorBufSize*/) {
+  gMixedLog.push_back(unpack(user));
+  return 0;
+}
+void mixedRelease(void* /*user*/) { gMixedReleased.fetch_add(1, std::memory_order_relaxed); }
+
+// Many producers enqueue, onto one stream, tasks of one and two entries
+// (three with the trace on): host functions, a user task that was interned,
+// and one that was not because the descriptor table is full. Tickets of
+// different sizes interleave in the ring under contention; every task must
+// run exactly once, each producer's in its order.
+TEST_P(QueueTest, MixedSpansFromManyProducersKeepEachProducersOrder) {
+  constexpr int kProducers = 8;
+  const int perProducer = std::max(500, static_cast<int>(30'000 * stressScale()));
+  static const char* const kInterned = "mixed_interned";
+  static const char* const kNotInterned = "mixed_not_interned";
+  auto s = makeStream();
+  // Intern one triple, then fill the table with others, so that the next
+  // new triple cannot be interned.
+  const npuTask first{kInterned, &mixedRun, &mixedRelease, pack(0, 0), 0u};
+  ASSERT_NPU_OK(npuLaunchTask(s.get(), &first));
+  static std::vector<std::string> fillers;
+  for (int i = static_cast<int>(fillers.size()); i < 4'100; ++i) {
+    fillers.push_back("filler_" + std::to_string(i));
+  }
+  for (const std::string& name : fillers) {
+    const npuTask task{name.c_str(), &mixedRun, &mixedRelease, pack(0, 0), 0u};
+    ASSERT_NPU_OK(npuLaunchTask(s.get(), &task));
+  }
+  ASSERT_NPU_OK(npuStreamSynchronizeWithTimeout(s.get(), kHangTimeoutUs));
+  gMixedLog.clear();
+  gMixedLog.reserve(static_cast<size_t>(kProducers) * perProducer);
+  gMixedReleased = 0;
+
+  std::atomic<int> failures{0};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (int i = 0; i < perProducer; ++i) {
+        void* user = pack(static_cast<uint64_t>(p), static_cast<uint64_t>(i));
+        npuError_t status = npuSuccess;
+        switch ((i + p) % 3) {
+          case 0:
+            status = npuLaunchHostFunc(s.get(), &mixedHost, user);
+            break;
+          case 1: {
+            const npuTask task{kInterned, &mixedRun, &mixedRelease, user, 0u};
+            status = npuLaunchTask(s.get(), &task);
+            break;
+          }
+          default: {
+            const npuTask task{kNotInterned, &mixedRun, &mixedRelease, user, 0u};
+            status = npuLaunchTask(s.get(), &task);
+            break;
+          }
+        }
+        if (status != npuSuccess) failures.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (std::thread& t : producers) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  ASSERT_NPU_OK(npuStreamSynchronizeWithTimeout(s.get(), kHangTimeoutUs));
+
+  ASSERT_EQ(gMixedLog.size(), static_cast<size_t>(kProducers) * perProducer);
+  std::vector<uint64_t> next(kProducers, 0);
+  for (uint64_t entry : gMixedLog) {
+    const auto producer = static_cast<size_t>(entry >> 32);
+    ASSERT_LT(producer, next.size());
+    ASSERT_EQ(entry & 0xFFFFFFFFu, next[producer]) << "producer " << producer << " out of order";
+    ++next[producer];
+  }
+  int releasing = 0;
+  for (int p = 0; p < kProducers; ++p) {
+    for (int i = 0; i < perProducer; ++i) releasing += ((i + p) % 3 != 0);
+  }
+  EXPECT_EQ(gMixedReleased.load(), releasing);
 }
 
 INSTANTIATE_TEST_SUITE_P(Trace, QueueTest, ::testing::Values(false, true),
