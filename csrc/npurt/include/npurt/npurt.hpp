@@ -96,23 +96,22 @@ int runInlineCallable(void* user, char* errorBuf, size_t errorBufSize) {
 template <typename F>
 npuError_t launch(npuStream_t stream, const char* name, F&& f, bool copyName = false) {
   using Fn = std::decay_t<F>;
+  const unsigned flags = copyName ? npuTaskCopyName : 0u;
   if constexpr (detail::kStoredInline<Fn>) {
     Fn value(std::forward<F>(f));
-    npuTask task{};
-    task.name = name;
-    task.run = &detail::runInlineCallable<Fn>;
-    task.release = nullptr;
-    std::memcpy(&task.userData, &value, sizeof(Fn));
-    task.flags = copyName ? npuTaskCopyName : 0u;
+    // The bytes go into a local first and the task is written one whole
+    // field at a time: npuLaunchTask reads each field with one 8-byte load,
+    // and a load that spans two stores (a zeroed field and a 1-byte copy of
+    // an empty lambda) cannot be forwarded from the store buffer, so it
+    // would wait for every older store of this thread to reach the cache.
+    void* userData = nullptr;
+    std::memcpy(&userData, &value, sizeof(Fn));
+    const npuTask task{name, &detail::runInlineCallable<Fn>, nullptr, userData, flags};
     return npuLaunchTask(stream, &task);
   }
   auto owned = std::make_unique<Fn>(std::forward<F>(f));
-  npuTask task{};
-  task.name = name;
-  task.run = &detail::runCallable<Fn>;
-  task.release = &detail::releaseCallable<Fn>;
-  task.userData = owned.get();
-  task.flags = copyName ? npuTaskCopyName : 0u;
+  const npuTask task{name, &detail::runCallable<Fn>, &detail::releaseCallable<Fn>, owned.get(),
+                     flags};
   npuError_t status = npuLaunchTask(stream, &task);
   if (status == npuSuccess) owned.release();  // the runtime owns it now
   return status;
