@@ -44,6 +44,24 @@ inline void spinFor(uint64_t ns) noexcept {
   } while (nowNs() < end);
 }
 
+// How long a host thread that waits for the device polls before it sleeps
+// (Note [Spin before blocking] in csrc/npurt/README.md).
+inline constexpr uint64_t kSpinBeforeBlockNs = 20'000;
+
+// Polls `ready` for up to `ns` nanoseconds, pausing between looks; returns
+// whether it became true. For a host thread about to block on something that
+// is likely to happen within microseconds.
+template <typename Ready>
+bool spinUntil(Ready&& ready, uint64_t ns) noexcept(noexcept(ready())) {
+  if (ready()) return true;
+  const uint64_t end = nowNs() + ns;
+  do {
+    spinFor(100);
+    if (ready()) return true;
+  } while (nowNs() < end);
+  return false;
+}
+
 // Waits about `ns` nanoseconds without sleeping, yielding the CPU meanwhile:
 // on an oversubscribed machine a worker that waits for producers to get
 // ahead must not keep them off the core they need. (When nothing else is

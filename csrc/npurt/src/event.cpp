@@ -39,7 +39,8 @@ bool EventVersion::parkUnlessDone(std::shared_ptr<Stream>& stream) noexcept {
 }
 
 void EventVersion::waitHost() {
-  if (done()) return;
+  // Note [Spin before blocking].
+  if (spinUntil([this] { return done(); }, kSpinBeforeBlockNs)) return;
   std::unique_lock<std::mutex> lock(mutex_);
   ++hostWaiters_;
   // The flag always follows the finished count (Note [Completion order]),

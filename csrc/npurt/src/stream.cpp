@@ -2,9 +2,11 @@
 // See Note [Stream ownership] and Note [Stream progress] in stream.h.
 #include "stream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
+#include "clock.h"
 #include "executor.h"
 
 namespace npurt::internal {
@@ -67,7 +69,12 @@ void Stream::notifyIdle() noexcept {
 }
 
 bool Stream::waitIdle(int64_t timeoutNs) {
-  if (idle()) return true;
+  // Note [Spin before blocking].
+  const uint64_t spinNs =
+      timeoutNs < 0 ? kSpinBeforeBlockNs
+                    : std::min<uint64_t>(kSpinBeforeBlockNs, static_cast<uint64_t>(timeoutNs));
+  if (spinUntil([this] { return idle(); }, spinNs)) return true;
+  if (timeoutNs >= 0) timeoutNs -= static_cast<int64_t>(spinNs);  // spent polling
   std::unique_lock<std::mutex> lock(mutex_);
   idleWaiters_.fetch_add(1, std::memory_order_seq_cst);
   const auto isIdle = [this] {
