@@ -39,6 +39,7 @@ inline constexpr const char* kMemcpyH2D = "memcpy/npuMemcpy_H2D";
 inline constexpr const char* kMemcpyD2H = "memcpy/npuMemcpy_D2H";
 inline constexpr const char* kMemcpyAsyncD2D = "memcpy/npuMemcpyAsync_D2D+sync";
 inline constexpr const char* kMemcpyStd = "memcpy/std::memcpy";
+inline constexpr const char* kMemcpyStdSameBuffers = "memcpy/std::memcpy(D2D_buffers)";
 
 // Counter holding the producer-side cost of one enqueue (see enqueue_bench.cpp).
 inline constexpr const char* kEnqueueCounter = "enq_ns_per_task";
