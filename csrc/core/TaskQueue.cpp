@@ -1,6 +1,10 @@
 // See TaskQueue.h and Note [Task queue drain rule].
 #include "core/TaskQueue.h"
 
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -140,6 +144,9 @@ class Queue {
   }
 
   void consumerLoop() {
+#if defined(__linux__)
+    (void)pthread_setname_np(pthread_self(), "npu taskqueue");  // for top -H, perf, debuggers
+#endif
     std::vector<Item> batch;
     for (;;) {
       watchForWork();

@@ -11,6 +11,8 @@
   stream is released.
 """
 
+import ast
+import sys
 import threading
 
 import pytest
@@ -238,3 +240,22 @@ def test_out_of_place_op_result_written_later(gate):
     torch.npu.current_stream().synchronize()
     assert abs(read_f32(y, 0) - 3.718281828) < 1e-5
     assert before != read_f32(y, 0) or before == pytest.approx(3.7182817)  # memory was uninitialised
+
+
+THREAD_NAMES = """
+import glob, torch, torch_npu
+(torch.ones(4, device="npu") + 1).sum().item()
+names = sorted(open(p).read().strip() for p in glob.glob("/proc/self/task/*/comm"))
+print("NAMES", names)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread names are read from /proc")
+@pytest.mark.parametrize("queue", ["1", "0"])
+def test_device_threads_are_named(queue):
+    """The executor threads and the task-queue consumer carry names that say
+    what they are (top -H, perf, debuggers); no consumer runs without a queue."""
+    out = run_py_ok(THREAD_NAMES, env={"TASK_QUEUE_ENABLE": queue})
+    names = ast.literal_eval(out.split("NAMES", 1)[1].strip())
+    assert "npurt d0 w0" in names and "npurt d0 w1" in names, names
+    assert ("npu taskqueue" in names) == (queue == "1"), names
