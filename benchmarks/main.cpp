@@ -104,10 +104,11 @@ bool printSummary(const CapturingReporter& reporter) {
   for (int producers : {1, 4}) {
     // One producer: the pinned placement when it ran (see enqueue_bench.cpp).
     std::string args = "/producers:" + std::to_string(producers) + "/pinned:1";
-    if (reporter.median(baseline + args, kEnqueueCounter) < 0) {
+    double reference = reporter.median(baseline + args, kEnqueueCounter);
+    if (reference < 0) {
       args = "/producers:" + std::to_string(producers) + "/pinned:0";
+      reference = reporter.median(baseline + args, kEnqueueCounter);
     }
-    const double reference = reporter.median(baseline + args, kEnqueueCounter);
     for (const char* ours : {kEnqueueLaunch, kEnqueueHostFunc}) {
       const char* api = std::strchr(ours, '/') + 1;  // "npurt::launch", ...
       rows.push_back({std::string("enqueue ") + api + ", " + std::to_string(producers) +

@@ -42,11 +42,11 @@
 // looks at how far the producers are ahead (one read of the tail word per
 // batch): kDistance ring entries or more, it runs all but the newest
 // kMargin of them (the prefetcher would follow its reads into the newest
-// lines);
-// fewer, it waits in steps of kLookIntervalNs (at most kDistanceWaits)
-// while the producers make progress, then runs whatever is there. Tasks found right after taking
-// the stream, or after having caught up and waited for work, run at once
-// (the common, latency-bound case of a few tasks).
+// lines); fewer, it waits in steps of kLookIntervalNs (at most
+// kDistanceWaits) while the producers make progress, then runs whatever is
+// there. Tasks found right after taking the stream, or after having caught
+// up and waited for work, run at once (the common, latency-bound case of a
+// few tasks).
 //
 // Note [Executor thread start]
 // Threads start on the device's first stream creation (not at process start,

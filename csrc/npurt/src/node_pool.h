@@ -55,4 +55,11 @@ T* makePooled(Args&&... args) {
   }
 }
 
+// Destroys a T made by makePooled and returns its block to the pool.
+template <typename T>
+void releasePooled(T* object) noexcept {
+  object->~T();
+  NodePool::release(object);
+}
+
 }  // namespace npurt::internal

@@ -67,9 +67,7 @@ class Task {
   // shared version and drops its self-reference instead (see
   // EventRecordTask in event.h).
   virtual void dispose() noexcept {
-    void* block = this;
-    this->~Task();  // virtual: destroys the most-derived object
-    NodePool::release(block);
+    releasePooled(this);  // ~Task is virtual: destroys the most-derived object
   }
 
  private:
@@ -161,7 +159,7 @@ struct InlineTask {
     if (kind == InlineKind::kNode) node->dispose();
   }
 };
-static_assert(sizeof(InlineTask) == 48, "an InlineTask and its list link fit a pool block");
+static_assert(sizeof(InlineTask) == 48, "an InlineTask is copied on every enqueue: keep it small");
 
 // npuLaunchTask with npuTaskCopyName: the user's run/release/userData and a
 // copy of the name (the only user task that needs a node).

@@ -24,7 +24,7 @@ uint64_t bits(T* pointer) noexcept {
 }  // namespace
 
 TaskQueue::TaskQueue(std::atomic<uint64_t>& finished)
-    : slots_(new Entry[kInitialCapacity]), capacity_(kInitialCapacity), finished_(finished) {}
+    : entries_(new Entry[kInitialCapacity]), capacity_(kInitialCapacity), finished_(finished) {}
 
 TaskQueue::~TaskQueue() {
   // Normally empty: a stream is released only after it drained. After a
@@ -32,7 +32,7 @@ TaskQueue::~TaskQueue() {
   discardAll();
   freeChain(chain_, true);
   freeChain(overflowHead_, true);
-  delete[] slots_.load(std::memory_order_relaxed);
+  delete[] entries_.load(std::memory_order_relaxed);
 }
 
 bool TaskQueue::encode(const InlineTask& task, Encoded& out) noexcept {
@@ -117,7 +117,7 @@ TaskQueue::Pushed TaskQueue::push(const InlineTask& task) {
   }
   // The ring cannot change between our ticket and its publication (Note
   // [Task ring], Overflow); both addresses are used before the publication.
-  Entry* const ring = slots_.load(std::memory_order_relaxed);
+  Entry* const ring = entries_.load(std::memory_order_relaxed);
   const uint64_t mask = capacity() - 1;
   // Later entries first (relaxed: the first tag's release publishes them).
   for (uint64_t i = 1; i < span; ++i) {
@@ -135,7 +135,7 @@ TaskQueue::Pushed TaskQueue::push(const InlineTask& task) {
 
 TaskQueue::Pushed TaskQueue::pushOverflow(const InlineTask& task, uint64_t span) {
   // Allocated before a ticket is taken: if this throws, nothing changed.
-  auto* node = ::new (NodePool::allocate()) OverflowNode{task, span, nullptr};
+  OverflowNode* node = makePooled<OverflowNode>(task, span, nullptr);
   std::unique_lock<std::mutex> lock(overflowMutex_);
   uint64_t word = tail_.load(std::memory_order_relaxed);
   for (;;) {
@@ -144,8 +144,7 @@ TaskQueue::Pushed TaskQueue::pushOverflow(const InlineTask& task, uint64_t span)
     if (starting && ticket + span - finished_.load(std::memory_order_acquire) <= capacity()) {
       // The consumer made room (or left overflow mode) since we looked.
       lock.unlock();
-      node->~OverflowNode();
-      NodePool::release(node);
+      releasePooled(node);
       return push(task);
     }
     // Only mutex holders change the word while kOverflowBit is set; before
@@ -196,8 +195,7 @@ void TaskQueue::pop() noexcept {
   if (OverflowNode* node = chain_; node != nullptr) {
     span = node->span;
     chain_ = node->next;
-    node->~OverflowNode();
-    NodePool::release(node);
+    releasePooled(node);
   } else {
     // Free the entries for the next lap (Note [Task ring], Entry reuse).
     // relaxed: the release store of the count below publishes the zeros.
@@ -238,7 +236,7 @@ void TaskQueue::grow() noexcept {
   // Not worth failing over: without memory the stream keeps its ring.
   Entry* larger = new (std::nothrow) Entry[capacity * kGrowth];
   if (larger == nullptr) return;
-  delete[] slots_.exchange(larger, std::memory_order_relaxed);
+  delete[] entries_.exchange(larger, std::memory_order_relaxed);
   capacity_.store(capacity * kGrowth, std::memory_order_relaxed);
 }
 
@@ -258,8 +256,7 @@ void TaskQueue::freeChain(OverflowNode* node, bool discard) noexcept {
       node->task.discard();
       node->task.dispose();
     }
-    node->~OverflowNode();
-    NodePool::release(node);
+    releasePooled(node);
     node = next;
   }
 }

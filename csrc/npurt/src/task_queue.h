@@ -209,7 +209,7 @@ class TaskQueue {
   // only while no producer may touch it, and the tail word orders the
   // change (see Overflow in Note [Task ring]).
   Entry& entryAt(uint64_t ticket) const noexcept {
-    return slots_.load(std::memory_order_relaxed)[ticket & (capacity() - 1)];
+    return entries_.load(std::memory_order_relaxed)[ticket & (capacity() - 1)];
   }
   uint64_t capacity() const noexcept { return capacity_.load(std::memory_order_relaxed); }
   // Note [Ring entries]: false if the task's code pointer does not fit.
@@ -265,9 +265,9 @@ class TaskQueue {
   alignas(64) std::atomic<uint64_t> tail_{kIdleBit};  // ticket count | flags
   std::atomic<uint64_t> cachedFinished_{0};           // a recent finished count
   // Read by both sides on every task, written only when the ring grows.
-  alignas(64) std::atomic<Entry*> slots_;  // the ring (owned)
-  std::atomic<uint64_t> capacity_{0};      // its number of entries
-  std::atomic<uint64_t>& finished_;        // the stream's finished count (its own line)
+  alignas(64) std::atomic<Entry*> entries_;  // the ring (owned)
+  std::atomic<uint64_t> capacity_{0};        // its number of entries
+  std::atomic<uint64_t>& finished_;          // the stream's finished count (its own line)
   // Consumer's line.
   alignas(64) uint64_t head_ = 0;  // owner: ticket of the next task to take
   uint64_t frontSpan_ = 0;         // owner: entries of the task front() decoded
