@@ -18,6 +18,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/Resize.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -72,6 +73,8 @@ struct OpInfo {
   // functionally].
   std::optional<c10::OperatorHandle> functionalVariant;
   size_t numOutArgs = 0;
+  // Arguments the op writes (alias annotation `!`), in-place and out=.
+  std::vector<int> writtenArgs;
   // Set when the out= variant failed on CPU aliases (e.g. it resizes its
   // output internally, which a fixed-size alias cannot do); from then on the
   // op runs functionally and its results are copied.
@@ -84,8 +87,10 @@ struct OpInfo {
 // Note [Output metadata cache]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A meta kernel's result depends only on the metadata of its tensor
-// arguments (sizes, strides, dtype, conj/neg bits) and on the values of its
-// other arguments. Running it costs tens of microseconds (some are written in
+// arguments (sizes, strides, dtype, conj/neg bits, whether it is a wrapped
+// number), on the values of its other arguments, and on one piece of global
+// state: the default dtype (torch.set_default_dtype), which integer inputs
+// of ops like angle() and logit() promote to. Running it costs tens of microseconds (some are written in
 // Python), more than the op itself on small tensors, so results are cached
 // per op under a key that serialises exactly those inputs. Arguments that
 // cannot be serialised make the call uncacheable (it still runs, uncached).
@@ -112,7 +117,10 @@ bool appendKey(std::string& key, const IValue& v) {
     }
     key.push_back(isNpu(t) ? 'T' : 't');
     put(static_cast<int8_t>(t.scalar_type()));
-    put(static_cast<int8_t>(t.is_conj() | (t.is_neg() << 1)));
+    // A wrapped number (a Python scalar turned tensor) takes part in type
+    // promotion differently from a 0-dim tensor of the same dtype.
+    put(static_cast<int8_t>(t.is_conj() | (t.is_neg() << 1) |
+                            (t.unsafeGetTensorImpl()->is_wrapped_number() << 2)));
     put(static_cast<int32_t>(t.dim()));
     for (int64_t d : t.sizes()) put(d);
     for (int64_t d : t.strides()) put(d);
@@ -313,6 +321,9 @@ std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
     auto opt = args[i].type()->cast<c10::OptionalType>();
     auto t = opt ? opt->getElementType() : args[i].type();
     if (t->kind() == c10::TypeKind::GeneratorType) info.generatorArg = static_cast<int>(i);
+    if (args[i].alias_info() && args[i].alias_info()->isWrite()) {
+      info.writtenArgs.push_back(static_cast<int>(i));
+    }
   }
   for (const auto& ret : schema.returns()) {
     ReturnInfo r;
@@ -429,6 +440,38 @@ IValue mapTensors(const IValue& v, const TensorFn& fn, std::optional<c10::Device
   return v;
 }
 
+// Calls fn on every npu tensor inside an IValue.
+template <typename Fn>
+void forEachNpuTensor(const IValue& v, const Fn& fn) {
+  if (v.isTensor()) {
+    if (isNpu(v.toTensor())) fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) {
+      if (isNpu(t)) fn(t);
+    }
+  } else if (v.isList()) {
+    for (const IValue& e : v.toListRef()) {
+      if (e.isTensor() && isNpu(e.toTensor())) fn(e.toTensor());
+    }
+  }
+}
+
+// What the op's task reads and writes (Note [Poisoned memory]): every npu
+// argument is read except the out= arguments, which are only written; the
+// arguments annotated as written and the fresh outputs are written.
+TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at::Tensor>& fresh) {
+  TaskAccess access;
+  const size_t firstOut = args.size() - info.numOutArgs;
+  for (size_t i = 0; i < firstOut; ++i) {
+    forEachNpuTensor(args[i], [&](const at::Tensor& t) { access.read(t); });
+  }
+  for (int i : info.writtenArgs) {
+    forEachNpuTensor(args[i], [&](const at::Tensor& t) { access.write(t); });
+  }
+  for (const at::Tensor& f : fresh) access.write(f);
+  return access;
+}
+
 // Note [Task captures and memory reuse]
 // A task holds on to the memory it uses only where it must. A tensor whose
 // block the caching allocator handed out on the task's own stream is
@@ -498,47 +541,83 @@ void replaceArgsWithResults(Stack* stack, size_t nargs, Stack& results) {
   for (auto& v : results) stack->push_back(std::move(v));
 }
 
-// The synchronous path. See the file comment.
+// Note [The synchronous op path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Ops whose outputs the host cannot know in advance still run through the
+// stream, so that they obey the memory-reuse rule of every other op (Note
+// [Task captures and memory reuse]): their CPU kernel runs as a task on the
+// current stream, reading and writing device memory in stream order; the host
+// waits for the stream; and each fresh result is written to new device memory
+// by a copy task queued behind it. Writing results from the host instead
+// would race with work other threads queued on the stream meanwhile, which may
+// still read a block that was freed and now backs the result.
+struct SyncOutcome {
+  Stack results;  // the kernel's results: CPU tensors and scalars
+  // Results that are CPU aliases of npu arguments: alias -> the npu tensor.
+  std::unordered_map<const c10::TensorImpl*, const c10::TensorImpl*> npuOfAlias;
+};
+
+// Writes a host result into fresh device memory on `stream`, in stream order.
+at::Tensor resultToNpu(const at::Tensor& r, const NPUStream& stream, c10::DeviceIndex device) {
+  at::Tensor contiguous = r.is_non_overlapping_and_dense() ? r : r.contiguous();
+  at::Tensor out =
+      emptyNpu(contiguous.sizes(), contiguous.strides(), contiguous.scalar_type(), device);
+  TaskAccess access;
+  access.write(out);
+  // `out` is fresh memory of `stream`: a non-owning alias is safe here.
+  launchKernel(stream, "aten::copy_", std::move(access),
+               [dst = cpuAlias(out), src = std::move(contiguous)]() mutable { dst.copy_(src); });
+  return out;
+}
+
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                       const OpInfo& info) {
   const NPUStream stream = getCurrentNPUStream(device);
-  waitForHostRead(stream);
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
-  const std::optional<uint64_t> seed =
-      reserveOpSeed(Stack(stack->end() - nargs, stack->end()), info, device);
-  // CPU aliases of the npu arguments, remembering which alias is which arg.
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> npuOfAlias;
-  for (size_t i = 0; i < nargs; ++i) {
-    IValue& slot = (*stack)[stack->size() - nargs + i];
-    slot = mapTensors(
-        slot,
-        [&](const at::Tensor& t) {
-          at::Tensor alias = cpuAlias(t);
-          npuOfAlias.emplace(alias.unsafeGetTensorImpl(), t);
-          return alias;
-        },
-        c10::DeviceType::CPU);
-    if (static_cast<int>(i) == info.generatorArg) slot = IValue(cpuGenerator(*seed));
+  Stack args(stack->end() - nargs, stack->end());
+  const std::optional<uint64_t> seed = reserveOpSeed(args, info, device);
+  TaskAccess access = opAccess(args, info, {});
+  access.writesHost = true;  // the results come back to the host
+  auto outcome = std::make_shared<SyncOutcome>();
+  const int generatorArg = info.generatorArg;
+  launchKernel(stream, schema.name().c_str(), std::move(access),
+               [op, args, generatorArg, seed, outcome] {
+                 Stack s;
+                 s.reserve(args.size());
+                 for (size_t i = 0; i < args.size(); ++i) {
+                   if (static_cast<int>(i) == generatorArg) {
+                     s.emplace_back(cpuGenerator(*seed));
+                     continue;
+                   }
+                   s.push_back(mapTensors(
+                       args[i],
+                       [&](const at::Tensor& t) {
+                         at::Tensor alias = cpuAlias(t);
+                         outcome->npuOfAlias.emplace(alias.unsafeGetTensorImpl(),
+                                                     t.unsafeGetTensorImpl());
+                         return alias;
+                       },
+                       c10::DeviceType::CPU));
+                 }
+                 op.redispatchBoxed(kCpuKeys, &s);
+                 outcome->results = std::move(s);
+               });
+  waitForHostRead(stream);  // raises the kernel's failure, if any
+  // The npu argument a kernel returned, or a fresh npu copy of a result.
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> npuArgs;
+  for (const IValue& a : args) {
+    forEachNpuTensor(a, [&](const at::Tensor& t) { npuArgs.emplace(t.unsafeGetTensorImpl(), t); });
   }
-  op.redispatchBoxed(kCpuKeys, stack);
-  // Results: the npu argument a kernel returned, or a fresh npu copy.
-  const size_t nrets = schema.returns().size();
   auto toNpu = [&](const at::Tensor& r) -> at::Tensor {
     if (!r.defined()) return r;
-    auto it = npuOfAlias.find(r.unsafeGetTensorImpl());
-    if (it != npuOfAlias.end()) return it->second;
+    auto alias = outcome->npuOfAlias.find(r.unsafeGetTensorImpl());
+    if (alias != outcome->npuOfAlias.end()) return npuArgs.at(alias->second);
     if (!r.device().is_cpu()) return r;
-    at::Tensor contiguous = r.is_non_overlapping_and_dense() ? r : r.contiguous();
-    at::Tensor out =
-        emptyNpu(contiguous.sizes(), contiguous.strides(), contiguous.scalar_type(), device);
-    // Safe on this thread: `out` is fresh memory of the (idle) current
-    // stream, and everything queued later on it is ordered after us.
-    cpuAlias(out).copy_(contiguous);
-    return out;
+    return resultToNpu(r, stream, device);
   };
-  for (size_t i = stack->size() - nrets; i < stack->size(); ++i) {
-    IValue& v = (*stack)[i];
+  Stack results = std::move(outcome->results);
+  for (IValue& v : results) {
     if (v.isTensor()) {
       v = toNpu(v.toTensor());
     } else if (v.isTensorList()) {
@@ -547,6 +626,7 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
       v = IValue(out);
     }
   }
+  replaceArgsWithResults(stack, nargs, results);
 }
 
 // The asynchronous path. Returns false (stack untouched) if the op must run
@@ -562,6 +642,9 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   //    See Note [Output metadata cache].
   thread_local std::string key;
   key.clear();
+  // Global state that meta kernels read: the default dtype decides the
+  // result dtype of ops such as angle() or logit() on integer tensors.
+  key.push_back(static_cast<char>(c10::get_default_dtype_as_scalartype()));
   bool cacheable = true;
   for (size_t i = 0; i < nargs && cacheable; ++i) cacheable = appendKey(key, args[i]);
   std::shared_ptr<const MetaResult> metaResult;
@@ -682,6 +765,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   // 4. The task. Random ops reserve their numbers now, at enqueue.
   const std::optional<uint64_t> seed = reserveOpSeed(args, info, device);
   const NPUStream stream = getCurrentNPUStream(device);
+  TaskAccess access = opAccess(args, info, fresh);
   // See Note [Task captures and memory reuse].
   auto capture = [&stream](const at::Tensor& t) { return captureForTask(t, stream); };
   for (IValue& a : args) a = mapTensors(a, capture, std::nullopt);
@@ -694,13 +778,17 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   const OpInfo* infoPtr = &info;  // stable: the cache never frees entries
   if (viaFunctional) {
     launchKernel(
-        stream, schema.name().c_str(),
+        stream, schema.name().c_str(), std::move(access),
         [op, computeOp, args = std::move(args), computeArgs, generatorArg, seed, infoPtr]() {
           Stack s = cpuArgs(args, computeArgs, generatorArg, seed);
           // Fast path: the out kernel writes straight into the device
           // memory. It is trusted only if it neither throws nor reshapes its
           // outputs (see Note [out= ops run functionally]); otherwise the op
-          // is marked and computed functionally from now on.
+          // is computed functionally, and marked to be from now on if the
+          // functional kernel succeeds where the out kernel failed (an error
+          // both raise is the caller's, e.g. an index out of range, and says
+          // nothing about the out kernel).
+          bool outFailed = false;
           if (!infoPtr->outVariantBroken.load(std::memory_order_relaxed)) {
             Stack withOut = s;
             std::vector<at::Tensor> outs;
@@ -720,9 +808,10 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
               ok = false;
             }
             if (ok) return;
-            infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
+            outFailed = true;
           }
           computeOp.redispatchBoxed(kCpuKeys, &s);
+          if (outFailed) infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
           for (size_t r = 0; r < s.size(); ++r) {
             kernelView(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
           }
@@ -736,9 +825,10 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   if (allDefined && !info.outVariantBroken.load(std::memory_order_relaxed)) {
     outOp = info.outVariant;
   }
-  launchKernel(stream, schema.name().c_str(),
+  launchKernel(stream, schema.name().c_str(), std::move(access),
                [op, args = std::move(args), fresh, outOp, generatorArg, seed, infoPtr]() {
                  Stack s = cpuArgs(args, args.size(), generatorArg, seed);
+                 bool outFailed = false;
                  if (outOp.has_value()) {
                    Stack withOut = s;
                    for (const at::Tensor& f : fresh) withOut.emplace_back(kernelView(f));
@@ -747,10 +837,11 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                      return;
                    } catch (const std::exception&) {
                      // Fall through to the functional op; see outVariantBroken.
-                     infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
+                     outFailed = true;
                    }
                  }
                  op.redispatchBoxed(kCpuKeys, &s);
+                 if (outFailed) infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
                  const std::vector<ReturnInfo>& returns = infoPtr->returns;
                  size_t next = 0;
                  for (size_t r = 0; r < returns.size(); ++r) {

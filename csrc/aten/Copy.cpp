@@ -31,7 +31,14 @@ bool isPinned(const at::Tensor& cpu) { return NPUHostAllocator::isPinnedPtr(cpu.
 // Queues dst.copy_(src) over CPU aliases on `stream`. The lambda holds both
 // tensors, which keeps their memory alive until the copy ran.
 void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor& src) {
-  launchKernel(stream, "aten::copy_", [dst, src] {
+  TaskAccess access;
+  if (isNpu(src)) access.read(src);
+  if (isNpu(dst)) {
+    access.write(dst);
+  } else {
+    access.writesHost = true;  // a poisoned source fails the copy (Note [Poisoned memory])
+  }
+  launchKernel(stream, "aten::copy_", std::move(access), [dst, src] {
     at::Tensor d = isNpu(dst) ? cpuAlias(dst) : dst;
     at::Tensor s = isNpu(src) ? cpuAlias(src) : src;
     d.copy_(s);
@@ -92,6 +99,7 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 at::Scalar localScalarDense(const at::Tensor& self) {
   const NPUStream stream = getCurrentNPUStream(self.device().index());
   waitForHostRead(stream);
+  if (self.has_storage()) poison::raiseIfPoisoned(self.storage().unsafeGetStorageImpl(), "item()");
   return at::native::_local_scalar_dense_cpu(cpuAlias(self));
 }
 

@@ -57,23 +57,33 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
 
 // Grows a storage to at least `nbytes`, keeping its contents. The copy of the
 // old bytes is queued on the current stream, so it is ordered after every
-// write already queued there; the old memory lives until that copy ran.
+// write already queued there; the old memory lives until that copy ran. The
+// storage changes only once the copy is queued: if anything raises before,
+// the storage (and the tensor) are as they were.
 void growStorage(const c10::Storage& storage, size_t nbytes) {
   if (nbytes <= storage.nbytes()) return;
   TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable",
               NPU_ERROR_SUFFIX);
   const c10::DeviceIndex device = storage.device().index();
   c10::DataPtr fresh = NPUCachingAllocator::allocate(nbytes, device);
+  auto& mutableStorage = const_cast<c10::Storage&>(storage);
   const size_t oldBytes = storage.nbytes();
   if (oldBytes > 0 && storage.data() != nullptr) {
-    auto old = std::make_shared<c10::DataPtr>(
-        const_cast<c10::Storage&>(storage).set_data_ptr(c10::DataPtr()));
+    // The task reads the old bytes through `src`; `old` takes the old
+    // DataPtr once the launch succeeded, and keeps it until the task ran.
+    auto old = std::make_shared<c10::DataPtr>();
+    const void* src = storage.data();
     void* dst = fresh.get();
-    launchKernel(getCurrentNPUStream(device), "aten::resize_",
-                 [old, dst, oldBytes] { std::memcpy(dst, old->get(), oldBytes); });
+    TaskAccess access;
+    access.reads.push_back(storage.getWeakStorageImpl());
+    access.writes.push_back(TaskAccess::Write{storage.getWeakStorageImpl(), false});
+    launchKernel(getCurrentNPUStream(device), "aten::resize_", std::move(access),
+                 [old, src, dst, oldBytes] { std::memcpy(dst, src, oldBytes); });
+    *old = mutableStorage.set_data_ptr(std::move(fresh));
+  } else {
+    mutableStorage.set_data_ptr_noswap(std::move(fresh));
   }
-  const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
-  const_cast<c10::Storage&>(storage).set_nbytes(nbytes);
+  mutableStorage.set_nbytes(nbytes);
 }
 
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -81,12 +91,13 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
   auto sizes = C10_AS_INTARRAYREF_SLOW(size);
   at::native::check_size_nonnegative(sizes);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(sizes);
   const int64_t numel = c10::multiply_integers(sizes);
   if (numel > 0) {
+    // Storage first: if it cannot grow, the tensor keeps its old shape.
     const size_t needed = (static_cast<size_t>(impl->storage_offset()) + numel) * self.itemsize();
     growStorage(impl->unsafe_storage(), needed);
   }
+  impl->set_sizes_contiguous(sizes);
   if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
     impl->empty_tensor_restride(*memory_format);
   }

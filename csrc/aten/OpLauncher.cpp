@@ -7,10 +7,12 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "core/NPUCachingAllocator.h"
+#include "core/TaskQueue.h"
 
 #include <atomic>
 #include <memory>
 #include <new>
+#include <string_view>
 
 namespace c10_npu::aten {
 
@@ -73,7 +75,68 @@ void releaseDeferred() noexcept {
   }
 }
 
+poison::Message notRunMessage(const NPUStream& stream, const char* name) noexcept {
+  try {
+    if (const std::string* refused = queue::failedLaunchMessage()) {
+      return std::make_shared<const std::string>(*refused);
+    }
+    // The task failed or was discarded behind a failure: its stream holds
+    // the failure (npurt records it before it releases the task).
+    if (npuStreamPeekAtLastError(stream.rawHandle()) == npuErrorLaunchFailure) {
+      // The last-error message is "<function>: <failure>"; keep the failure.
+      std::string message = npuGetLastErrorMessage();
+      constexpr std::string_view kPrefix = "npuStreamPeekAtLastError: ";
+      if (message.compare(0, kPrefix.size(), kPrefix) == 0) message.erase(0, kPrefix.size());
+      return std::make_shared<const std::string>(std::move(message));
+    }
+    return std::make_shared<const std::string>(
+        std::string("task '") + name + "' did not run (its stream's failure was already reported)");
+  } catch (...) {
+    return nullptr;  // out of memory: no poison rather than a crash
+  }
+}
+
+poison::Message failureMessage(const NPUStream& stream, const char* name,
+                               const char* what) noexcept {
+  try {
+    return std::make_shared<const std::string>(std::string("task '") + name + "' failed on npu:" +
+                                               std::to_string(stream.device_index()) + ": " + what);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 }  // namespace detail
+
+void TaskAccess::read(const at::Tensor& npu) {
+  if (!npu.defined() || !npu.has_storage()) return;
+  reads.push_back(npu.storage().getWeakStorageImpl());
+}
+
+void TaskAccess::write(const at::Tensor& npu) {
+  if (!npu.defined() || !npu.has_storage()) return;
+  const c10::Storage& storage = npu.storage();
+  const bool whole = npu.storage_offset() == 0 && npu.is_non_overlapping_and_dense() &&
+                     static_cast<size_t>(npu.numel()) * npu.itemsize() >= storage.nbytes();
+  writes.push_back(Write{storage.getWeakStorageImpl(), whole});
+}
+
+poison::Message TaskAccess::poisonedRead() const {
+  for (const poison::StorageRef& r : reads) {
+    if (poison::Message m = poison::find(r._unsafe_get_target())) return m;
+  }
+  return nullptr;
+}
+
+void TaskAccess::poisonWrites(const poison::Message& message) const noexcept {
+  for (const Write& w : writes) poison::mark(w.storage, message);
+}
+
+void TaskAccess::clearWholeWrites() const noexcept {
+  for (const Write& w : writes) {
+    if (w.whole) poison::clear(w.storage._unsafe_get_target());
+  }
+}
 
 at::Tensor cpuAlias(const at::Tensor& npu) {
   // Built directly rather than through at::from_blob: the generic op path

@@ -19,6 +19,7 @@
 #include <ATen/Tensor.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdio>
 #include <exception>
@@ -28,6 +29,7 @@
 #include <utility>
 
 #include "core/NPUStream.h"
+#include "core/PoisonedMemory.h"
 #include "core/StreamLimits.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.hpp"
@@ -43,6 +45,33 @@ at::Tensor cpuAlias(const at::Tensor& npu);
 // stream. Thread-safe.
 at::Tensor emptyNpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
                     c10::DeviceIndex device);
+
+// The device memory a task reads and writes, by storage, so that a task whose
+// work does not run poisons what it would have written and a task that reads
+// poisoned memory spreads the poison instead of computing from garbage. See
+// Note [Poisoned memory] in csrc/core/PoisonedMemory.h. Built on the calling
+// thread at enqueue; read by the executor.
+struct TaskAccess {
+  struct Write {
+    poison::StorageRef storage;
+    bool whole;  // covers the whole storage
+  };
+  c10::SmallVector<poison::StorageRef, 4> reads;  // storages of npu inputs
+  c10::SmallVector<Write, 2> writes;              // npu outputs (fresh, in-place, out=)
+  bool writesHost = false;                 // writes host memory (a copy to cpu)
+
+  // Records an npu tensor as read / written. Tensors without storage are
+  // ignored. Not thread-safe (one builder).
+  void read(const at::Tensor& npu);
+  void write(const at::Tensor& npu);
+
+  // The poison of the first poisoned read, or nullptr. Thread-safe.
+  poison::Message poisonedRead() const;
+  // Marks every write with `message` (Note [Poisoned memory]). Thread-safe.
+  void poisonWrites(const poison::Message& message) const noexcept;
+  // Clears the mark of every write that covered its whole storage.
+  void clearWholeWrites() const noexcept;
+};
 
 namespace detail {
 
@@ -93,41 +122,86 @@ class IntraOpCap {
   int previous_ = 0;  // 0: nothing changed
 };
 
-// A kernel and the intra-op cap of the stream it was queued on, captured at
-// enqueue like every other input of the task.
+// A queued kernel: the callable, the intra-op cap of the stream it was queued
+// on (captured at enqueue like every other input of the task) and what it
+// reads and writes.
 template <typename F>
-struct CappedKernel {
+struct KernelTask {
+  enum class State : uint8_t { kQueued, kDone, kSkipped };
   F fn;
   int cap;
-  void operator()() {
-    IntraOpCap guard(cap);
-    fn();
-  }
+  TaskAccess access;
+  NPUStream stream;
+  const char* name;
+  State state = State::kQueued;  // kQueued until run() succeeded or skipped
+  // The kernel's own failure, for the poison of its writes: npurt calls a
+  // task's release right after a failed run, before the stream holds the
+  // failure (so notRunMessage could not find it yet).
+  poison::Message failure;
 };
 
+// Why a task's work did not run, for its poison: the launch refusal, else the
+// stream's held failure (the task failed or was discarded), else a generic
+// text. Called from a release, on an executor or a host thread.
+poison::Message notRunMessage(const NPUStream& stream, const char* name) noexcept;
+
+// The poison message of a task whose kernel failed with `what`: the text its
+// stream reports, "task '<name>' failed on npu:<device>: <what>".
+poison::Message failureMessage(const NPUStream& stream, const char* name,
+                               const char* what) noexcept;
+
+// Runs a kernel's poison check and body. Returns 0, or non-zero with the
+// message in errorBuf (the runtime's task contract).
 template <typename F>
 int runKernel(void* user, char* errorBuf, size_t errorBufSize) {
+  auto* task = static_cast<KernelTask<F>*>(user);
+  if (poison::any()) {
+    if (poison::Message message = task->access.poisonedRead()) {
+      // See Note [Poisoned memory]: spread the poison, do not compute.
+      task->access.poisonWrites(message);
+      task->state = KernelTask<F>::State::kSkipped;
+      if (!task->access.writesHost) return 0;
+      std::snprintf(errorBuf, errorBufSize, "%s", poison::describe(message).c_str());
+      return 1;
+    }
+  }
   // Executor threads start with default thread-local state; make the kernel
   // run below autograd so that CPU kernels never record graphs. See
   // Note [Ops run on streams]. c10::Error's what() carries a C++ backtrace;
   // the task's message keeps the readable part only.
-  return npurt::detail::invokeCapturing(
-      [user] {
+  const int status = npurt::detail::invokeCapturing(
+      [task] {
         try {
           initExecutorThread();
           c10::impl::ExcludeDispatchKeyGuard noAutograd(
               c10::autograd_dispatch_keyset_with_ADInplaceOrView);
-          (*static_cast<F*>(user))();
+          IntraOpCap cap(task->cap);
+          task->fn();
         } catch (const c10::Error& e) {
           throw std::runtime_error(e.what_without_backtrace());
         }
       },
       errorBuf, errorBufSize);
+  if (status == 0) {
+    task->state = KernelTask<F>::State::kDone;
+    if (poison::any()) task->access.clearWholeWrites();
+  } else if (!task->access.writes.empty()) {
+    task->failure = failureMessage(task->stream, task->name, errorBuf);
+  }
+  return status;
 }
 
+// Called by npurt after run() or instead of it (a discarded task), or by the
+// task queue for a launch it could not make: a task whose work did not run
+// poisons its writes, then its captures are parked for a host thread.
 template <typename F>
 void releaseKernel(void* user) {
-  deferRelease(user, &destroyCallable<F>);
+  auto* task = static_cast<KernelTask<F>*>(user);
+  if (task->state == KernelTask<F>::State::kQueued && !task->access.writes.empty()) {
+    task->access.poisonWrites(task->failure != nullptr ? task->failure
+                                                       : notRunMessage(task->stream, task->name));
+  }
+  deferRelease(user, &destroyCallable<KernelTask<F>>);
 }
 
 }  // namespace detail
@@ -135,18 +209,27 @@ void releaseKernel(void* user) {
 // Queues f() on `stream` (through the task queue). `name` must have static
 // storage duration (an operator's schema name is). An exception thrown by f
 // becomes a task failure reported at the stream's next synchronize, naming
-// the op. Thread-safe.
+// the op. `access` lists the device memory f reads and writes (Note
+// [Poisoned memory]). Thread-safe.
 template <typename F>
-void launchKernel(const NPUStream& stream, const char* name, F&& f) {
-  using Fn = detail::CappedKernel<std::decay_t<F>>;
+void launchKernel(const NPUStream& stream, const char* name, TaskAccess access, F&& f) {
+  using Task = detail::KernelTask<std::decay_t<F>>;
   detail::releaseDeferred();
-  auto owned = std::make_unique<Fn>(Fn{std::forward<F>(f), limits::intraOpThreads(stream)});
+  auto owned = std::make_unique<Task>(
+      Task{std::forward<F>(f), limits::intraOpThreads(stream), std::move(access), stream, name,
+           Task::State::kQueued, nullptr});
   npuTask task{};
   task.name = name;
-  task.run = &detail::runKernel<Fn>;
-  task.release = &detail::releaseKernel<Fn>;
+  task.run = &detail::runKernel<std::decay_t<F>>;
+  task.release = &detail::releaseKernel<std::decay_t<F>>;
   task.userData = owned.release();  // queue::launch owns it from here on, also on failure
   queue::launch(stream, task);
+}
+
+// A kernel that touches no tensor memory (tests, host work).
+template <typename F>
+void launchKernel(const NPUStream& stream, const char* name, F&& f) {
+  launchKernel(stream, name, TaskAccess{}, std::forward<F>(f));
 }
 
 }  // namespace c10_npu::aten

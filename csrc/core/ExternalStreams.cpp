@@ -54,9 +54,23 @@ std::array<Registry, kMaxDevices>& registries() {
   return *r;
 }
 
+// Note [Destroying an external stream with queued work]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The library that owns an external stream may destroy it while PyTorch ops
+// for it still sit in the task queue. npurt runs this notification while the
+// handle still works, so it first waits until the consumer has submitted
+// everything queued for the device (without reporting anything): those ops
+// then reach the stream before it dies and run, since a destroyed stream
+// keeps running the work it already had (Note [Handle validation]). Only then
+// is the entry marked dead, so later uses of the ExternalStream raise.
 void onStreamDestroyed(npuStream_t handle, int device, void* /*userData*/) {
   if (device < 0 || device >= kMaxDevices) return;
   Registry& reg = registries()[device];
+  {
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    if (reg.byHandle.find(handle) == reg.byHandle.end()) return;
+  }
+  queue::waitSubmittedDevice(static_cast<c10::DeviceIndex>(device));
   std::lock_guard<std::mutex> lock(reg.mutex);
   auto it = reg.byHandle.find(handle);
   if (it == reg.byHandle.end()) return;

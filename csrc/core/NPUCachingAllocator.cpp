@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <array>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -80,7 +81,7 @@ constexpr size_t kRoundBytes = 512;
 constexpr size_t kSmallBlockBytes = size_t{1} << 20;
 constexpr size_t kPtrShards = 16;
 
-void rawDelete(void* ptr);
+void rawDelete(void* ptr) noexcept;
 
 std::string formatSize(uint64_t bytes) {
   char buf[64];
@@ -184,6 +185,10 @@ class DeviceState {
   // npuFree's every cached block (waits for the device first: npuFree does
   // not wait for tasks that may still use the memory).
   void releaseCached();
+  // Waits until the work queued so far on the allocation streams of the
+  // snapshot's blocks finished, without reporting their failures; drops the
+  // blocks whose stream cannot be reached. Takes the lock itself.
+  void waitForStreams(std::vector<std::pair<void*, uint64_t>>& snapshot);
 
   DeviceStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -214,6 +219,8 @@ class DeviceState {
   std::unordered_map<void*, std::unique_ptr<Block>> blocks_;  // all blocks held from npurt
   std::set<Block*, PoolLess> pool_;                           // kCached blocks
   std::vector<Block*> pending_;                               // kPending blocks
+  int takenOut_ = 0;  // processPending calls holding blocks out of pending_
+  std::condition_variable pendingCv_;  // signalled when takenOut_ drops
   // External stream handles whose destroy notification arrived; see Note
   // [Allocator events on external streams]. Handles are never reused.
   std::unordered_set<npuStream_t> deadExternal_;
@@ -430,18 +437,16 @@ void DeviceState::free(Block* block) {
         event.record(use.stream);
         queued.push_back(std::move(event));
         continue;
-      } catch (const c10::Error& e) {
-        // The queue reported an earlier failure at the push; fall back to a
-        // direct record after a drain.
-        warnSwallowed("the free of a block used by another stream", e);
+      } catch (const c10::Error&) {
+        // The queue could not take the record (out of memory, a bad
+        // configuration): fall back to a direct record after the wait below.
+        // Nothing is lost: pushes never carry another stream's failure.
       }
     }
-    try {
-      queue::drain(use.stream);
-    } catch (const c10::Error& e) {
-      // drain() raises only after everything was submitted: ordering holds.
-      warnSwallowed("the free of a block used by another stream", e);
-    }
+    // Waits without reporting: a launch failure belongs to its stream's
+    // synchronize, not to this free (Note [Launch failures belong to
+    // streams] in TaskQueue.cpp).
+    queue::waitSubmitted(use.stream);
     direct.push_back(use.stream);
   }
 
@@ -479,9 +484,14 @@ void DeviceState::free(Block* block) {
 void DeviceState::processPending(bool synchronize) {
   std::vector<Block*> work;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    // A synchronizing caller (the out-of-memory retry, empty_cache) must
+    // also see the blocks another thread has taken out right now; otherwise
+    // it finds the list empty and raises a spurious out-of-memory error.
+    if (synchronize) pendingCv_.wait(lock, [&] { return takenOut_ == 0; });
     if (pending_.empty()) return;
     work.swap(pending_);
+    ++takenOut_;
   }
   // The blocks taken out are touched by this thread only until put back.
   std::vector<char> done(work.size(), 0);
@@ -500,6 +510,8 @@ void DeviceState::processPending(bool synchronize) {
         pending_.push_back(block);
       }
     }
+    --takenOut_;
+    pendingCv_.notify_all();
   };
   // Destroyed after the lock is released (NPUEvent's destructor queues).
   std::vector<NPUEvent> finishedQueued;
@@ -532,6 +544,37 @@ void DeviceState::processPending(bool synchronize) {
   putBack(finishedQueued, finishedRaw);
 }
 
+void DeviceState::waitForStreams(std::vector<std::pair<void*, uint64_t>>& snapshot) {
+  std::set<c10::StreamId> streams;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [ptr, generation] : snapshot) {
+      auto it = blocks_.find(ptr);
+      if (it != blocks_.end()) streams.insert(it->second->stream);
+    }
+  }
+  std::set<c10::StreamId> unreachable;
+  for (c10::StreamId id : streams) {
+    try {
+      const NPUStream stream =
+          NPUStream::unpack3(id, device_, c10::DeviceType::PrivateUse1);
+      queue::waitSubmitted(stream);
+      RawEvent::recordOn(stream.rawHandle())->synchronize();
+    } catch (const c10::Error&) {
+      unreachable.insert(id);  // e.g. a destroyed external stream: keep its blocks
+    }
+  }
+  if (unreachable.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  snapshot.erase(std::remove_if(snapshot.begin(), snapshot.end(),
+                                [&](const std::pair<void*, uint64_t>& entry) {
+                                  auto it = blocks_.find(entry.first);
+                                  return it == blocks_.end() ||
+                                         unreachable.count(it->second->stream) != 0;
+                                }),
+                 snapshot.end());
+}
+
 void DeviceState::releaseCached() {
   processPending(/*synchronize=*/true);
   std::vector<std::pair<void*, uint64_t>> snapshot;
@@ -543,7 +586,9 @@ void DeviceState::releaseCached() {
   // A cached block may still be used by work queued on its allocation
   // stream before it was freed (stream order makes reuse on that stream safe,
   // not a release), and npuFree, unlike cudaFree, does not wait for tasks.
-  device_synchronize(device_);
+  // So wait for those streams, through events: a device synchronize would
+  // also take (and so lose) the failures of the device's streams.
+  waitForStreams(snapshot);
   std::lock_guard<std::mutex> lock(mutex_);
   npuError_t firstError = npuSuccess;
   for (const auto& [ptr, generation] : snapshot) {
@@ -674,17 +719,16 @@ void CachingAllocator::onStreamDestroyed(npuStream_t handle, int /*device*/, voi
       if (!stream.has_value()) stream = found;
     }
     if (!stream.has_value()) return;
-    try {
-      queue::drain(*stream);  // no lock held: see Note [Allocator lock ordering]
-    } catch (const c10::Error& e) {
-      warnSwallowed("the destroy notification of an external stream", e);
-    }
+    // No lock held: see Note [Allocator lock ordering]. Waits without
+    // reporting (a failure belongs to the stream's own synchronize).
+    queue::waitSubmitted(*stream);
     std::shared_ptr<RawEvent> event;
     try {
       event = RawEvent::recordOn(handle);
-    } catch (const c10::Error& e) {
-      // No event: wait for the stream now, so the blocks need none.
-      warnSwallowed("the destroy notification of an external stream", e);
+    } catch (const c10::Error&) {
+      // No event: wait for the stream now, so the blocks need none. The
+      // stream is going away, so no later synchronize could report its
+      // failure either.
       (void)npuStreamSynchronize(handle);
     }
     for (const auto& state : self.devices_) state->replaceUses(handle, event);
@@ -701,12 +745,23 @@ void CachingAllocator::onStreamDestroyed(npuStream_t handle, int /*device*/, voi
 // ---------------------------------------------------------------------------
 
 // The DataPtr deleter (context = data pointer, as raw_allocate requires).
-void rawDelete(void* ptr) {
+// Deleters run inside destructors and must not throw: a block whose free
+// fails (only possible once the runtime is shutting down) is left to the
+// process's exit.
+void rawDelete(void* ptr) noexcept {
   if (ptr == nullptr) return;
   Block* block = allocator().ptrs().take(ptr);
-  TORCH_CHECK(block != nullptr, "Expected a pointer allocated by the npu caching allocator, ",
-              "but got ", ptr, " (freed twice, or from another allocator)", NPU_ERROR_SUFFIX);
-  allocator().device(block->device).free(block);
+  if (block == nullptr) {
+    // A pointer this allocator never handed out (or freed twice): a broken
+    // invariant of the caller. Leave the memory alone rather than corrupt it.
+    std::fprintf(stderr, "NPU caching allocator: free of unknown pointer %p ignored\n", ptr);
+    return;
+  }
+  try {
+    allocator().device(block->device).free(block);
+  } catch (...) {
+    // The runtime shut down under us (process exit): nothing to return to.
+  }
 }
 
 class NPUDeviceAllocator final : public c10::Allocator {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -52,16 +53,13 @@ const char* itemName(const Item& item) {
   return "task";
 }
 
-// Submits one item to npurt; returns the failure message or "". Owns the
-// item's task: releases it if npurt refused it.
+// Submits one item to npurt; returns the failure message or "". Does not
+// release a refused task: the caller decides how to fail it.
 std::string submit(Item& item) {
   npuError_t status = npuSuccess;
   switch (item.kind) {
     case Item::Kind::kLaunch:
       status = npuLaunchTask(item.stream, &item.task);
-      if (status != npuSuccess && item.task.release != nullptr) {
-        item.task.release(item.task.userData);
-      }
       break;
     case Item::Kind::kRecord:
       status = npuEventRecord(item.event, item.stream);
@@ -81,11 +79,75 @@ std::string submit(Item& item) {
          npuGetLastErrorMessage();
 }
 
-[[noreturn]] void raiseConsumerError(const std::string& error) {
-  TORCH_CHECK(false, "The task queue failed to launch ", error,
-              ". Since operators are launched asynchronously, the Python stack trace may not "
-              "point at the failing operator; set ASCEND_LAUNCH_BLOCKING=1 to get an exact one.",
-              NPU_ERROR_SUFFIX);
+std::string consumerErrorText(const std::string& error) {
+  return "The task queue failed to launch " + error +
+         ". Since operators are launched asynchronously, the Python stack trace may not point "
+         "at the failing operator; set ASCEND_LAUNCH_BLOCKING=1 to get an exact one.";
+}
+
+thread_local const std::string* tlsFailedLaunch = nullptr;
+
+// Calls the release of a task npurt never accepted, telling it why (see
+// failedLaunchMessage()).
+void releaseRefused(const npuTask& task, const std::string& why) noexcept {
+  if (task.release == nullptr) return;
+  const std::string* saved = std::exchange(tlsFailedLaunch, &why);
+  task.release(task.userData);
+  tlsFailedLaunch = saved;
+}
+
+// Note [Launch failures belong to streams]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// When npurt refuses an item the consumer submits (say a launch under fault
+// injection, or onto a stream that is being torn down), the failure is made
+// the failure of the item's stream inside the runtime: the consumer launches
+// a marker task in the item's place that fails with the launch error. The
+// runtime then reports it exactly once, by that stream's synchronize or query
+// or its device's synchronize (Note [Task failure rule]), discards the work
+// behind it like any task failure, and the marker's release releases the
+// refused task (which poisons its outputs, Note [Poisoned memory]). Only if
+// the stream refuses the marker too (it no longer exists) is the error kept by
+// the queue, filed under the stream, and raised by the next drain of that
+// stream or of its device. Pushing never raises another stream's failure.
+struct MarkerTask {
+  std::string message;
+  npuTask refused;
+};
+
+int runMarker(void* user, char* errorBuf, size_t errorBufSize) {
+  const auto* marker = static_cast<const MarkerTask*>(user);
+  std::snprintf(errorBuf, errorBufSize, "%s", marker->message.c_str());
+  return 1;
+}
+
+void releaseMarker(void* user) {
+  std::unique_ptr<MarkerTask> marker(static_cast<MarkerTask*>(user));
+  releaseRefused(marker->refused, marker->message);
+}
+
+// Turns a refused item into its stream's failure. Returns "" if the runtime
+// took the marker, else the error to file under the stream. Owns the item's
+// task in every case.
+std::string failOnStream(Item& item, const std::string& error) noexcept {
+  const std::string text = consumerErrorText(error);
+  npuTask refused{};
+  if (item.kind == Item::Kind::kLaunch) refused = item.task;
+  try {
+    auto marker = std::make_unique<MarkerTask>(MarkerTask{text, refused});
+    npuTask task{};
+    task.name = itemName(item);
+    task.run = &runMarker;
+    task.release = &releaseMarker;
+    task.userData = marker.get();
+    if (npuLaunchTask(item.stream, &task) == npuSuccess) {
+      (void)marker.release();  // the runtime owns it now
+      return {};
+    }
+  } catch (...) {
+    // Out of memory for the marker: file the error instead.
+  }
+  releaseRefused(refused, text);
+  return text;
 }
 
 // One producer/consumer queue. Producers push under a mutex (short critical
@@ -99,15 +161,10 @@ class Queue {
   ~Queue() = default;
 
   // Returns the item's ticket (1, 2, ...): it is submitted once
-  // submittedCount() reaches it.
+  // submittedCount() reaches it. Never raises: see Note [Launch failures
+  // belong to streams].
   uint64_t push(Item&& item) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!error_.empty()) {
-      std::string error = std::exchange(error_, {});
-      lock.unlock();
-      releaseItem(item);
-      raiseConsumerError(error);
-    }
     items_.push_back(std::move(item));
     const uint64_t ticket = ++pushed_;
     pending_.store(true, std::memory_order_release);
@@ -120,7 +177,10 @@ class Queue {
   // acquire: pairs with the release store after a batch was submitted.
   uint64_t submittedCount() const { return submittedPublished_.load(std::memory_order_acquire); }
 
-  void drain() {
+  // Waits until every item pushed before the call was submitted. With
+  // `report`, then raises the first error filed under `stream` (any
+  // stream's if nullptr) and forgets it.
+  void drain(npuStream_t stream, bool report) {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t target = pushed_;
     if (submitted_ < target) {
@@ -128,7 +188,14 @@ class Queue {
       doneCv_.wait(lock, [&] { return submitted_ >= target; });
       --drainWaiters_;
     }
-    if (!error_.empty()) raiseConsumerError(std::exchange(error_, {}));
+    if (!report || filed_.empty()) return;
+    for (auto it = filed_.begin(); it != filed_.end(); ++it) {
+      if (stream != nullptr && it->first != stream) continue;
+      std::string error = std::move(it->second);
+      filed_.erase(it);
+      lock.unlock();
+      TORCH_CHECK(false, error, NPU_ERROR_SUFFIX);
+    }
   }
 
   bool hasPending() {
@@ -137,17 +204,12 @@ class Queue {
   }
 
  private:
-  static void releaseItem(Item& item) {
-    if (item.kind == Item::Kind::kLaunch && item.task.release != nullptr) {
-      item.task.release(item.task.userData);
-    }
-  }
-
   void consumerLoop() {
 #if defined(__linux__)
     (void)pthread_setname_np(pthread_self(), "npu taskqueue");  // for top -H, perf, debuggers
 #endif
     std::vector<Item> batch;
+    std::vector<std::pair<npuStream_t, std::string>> filed;
     for (;;) {
       watchForWork();
       {
@@ -158,22 +220,25 @@ class Queue {
         batch.swap(items_);
         pending_.store(false, std::memory_order_relaxed);
       }
-      std::string firstError;
       for (Item& item : batch) {
         std::string error = submit(item);
-        if (!error.empty() && firstError.empty()) firstError = std::move(error);
+        if (error.empty()) continue;
+        std::string unplaced = failOnStream(item, error);
+        if (!unplaced.empty()) filed.emplace_back(item.stream, std::move(unplaced));
       }
       const uint64_t n = batch.size();
       batch.clear();
       std::lock_guard<std::mutex> lock(mutex_);
       submitted_ += n;
       submittedPublished_.store(submitted_, std::memory_order_release);
-      if (!firstError.empty() && error_.empty()) error_ = std::move(firstError);
+      for (auto& f : filed) filed_.push_back(std::move(f));
+      filed.clear();
       if (drainWaiters_ > 0) doneCv_.notify_all();
     }
   }
 
   // Note [Task queue consumer linger]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
   // A host thread launching ops back to back pushes every few microseconds,
   // and the consumer submits a push in less than that. If the consumer went
   // to sleep as soon as the queue was empty, nearly every push would find it
@@ -181,16 +246,19 @@ class Queue {
   // the consumer), which was most of a tiny op's host latency. So before it
   // sleeps the consumer watches pending_ for kLinger, yielding its core
   // between looks so that on a machine with few cores the producer it waits
-  // for can run. TASK_QUEUE_ENABLE=2 watches without a deadline (busy poll).
+  // for can run. TASK_QUEUE_ENABLE=2 watches without yielding (busy poll).
   // acquire pairs with the release in push() (the lock taken afterwards
   // orders the items anyway).
+  // TASK_QUEUE_ENABLE=2 polls without yielding, for kBusyLinger: long
+  // enough to cover the gaps of a busy training step, short enough that an
+  // idle process does not keep a core spinning forever.
   static constexpr std::chrono::nanoseconds kLinger{50'000};
+  static constexpr std::chrono::nanoseconds kBusyLinger{5'000'000};
   void watchForWork() const {
-    const auto deadline = busyPoll_ ? std::chrono::steady_clock::time_point::max()
-                                    : std::chrono::steady_clock::now() + kLinger;
+    const auto deadline = std::chrono::steady_clock::now() + (busyPoll_ ? kBusyLinger : kLinger);
     while (!pending_.load(std::memory_order_acquire) &&
            std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
+      if (!busyPoll_) std::this_thread::yield();
     }
   }
 
@@ -203,7 +271,10 @@ class Queue {
   uint64_t submitted_ = 0;          // guarded by mutex_
   bool consumerWaiting_ = false;    // guarded by mutex_
   int drainWaiters_ = 0;            // guarded by mutex_
-  std::string error_;               // guarded by mutex_; first consumer failure
+  // Errors of refused items whose stream refused the marker as well, by
+  // stream, oldest first; guarded by mutex_. See Note [Launch failures
+  // belong to streams].
+  std::vector<std::pair<npuStream_t, std::string>> filed_;
   std::atomic<bool> pending_{false};
   std::atomic<uint64_t> submittedPublished_{0};  // submitted_, readable without the lock
   std::thread consumer_;                         // last member: starts after the rest exist
@@ -213,10 +284,23 @@ class Queue {
 // be blocked at process exit, and joining or destroying them from a static
 // destructor would race with npurt's own shutdown. See Note [Shutdown order]
 // in csrc/npurt/README.md.
+//
+// Note [Task queue routing]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Finding the queue of a launch takes no lock: the device queues and the
+// per-stream queues of managed streams (PER_STREAM_QUEUE=1) sit in fixed
+// tables of atomic pointers, indexed by device and by the stream id's kind and
+// index (Note [StreamId assignment] in NPUStream.h); a pointer is published
+// once, with release, after its queue was built under `mutex`, and never
+// changes. Only external streams in full mode with PER_STREAM_QUEUE=1 go
+// through a map under `mutex`.
+constexpr int kKinds = 6;         // StreamIdType values
+constexpr int kIndexesPerKind = 32;
 struct Queues {
-  std::mutex mutex;
-  std::array<Queue*, kMaxDevices> device{};
-  std::map<std::pair<int, c10::StreamId>, Queue*> perStream;
+  std::mutex mutex;  // creation, the external map, `owned`
+  std::array<std::atomic<Queue*>, kMaxDevices> device{};
+  std::array<std::array<std::atomic<Queue*>, kKinds * kIndexesPerKind>, kMaxDevices> perStream{};
+  std::map<std::pair<int, c10::StreamId>, Queue*> perExternalStream;
   std::vector<std::unique_ptr<Queue>> owned;
 };
 
@@ -255,32 +339,51 @@ Config readConfig() {
   return c;
 }
 
+// Builds a queue into `slot` unless another thread did. Takes the mutex.
+Queue* createInto(std::atomic<Queue*>& slot, Queues& qs) {
+  std::lock_guard<std::mutex> lock(qs.mutex);
+  Queue* q = slot.load(std::memory_order_relaxed);
+  if (q != nullptr) return q;
+  qs.owned.push_back(std::make_unique<Queue>(config().mode == Mode::kBusyPoll));
+  q = qs.owned.back().get();
+  slot.store(q, std::memory_order_release);  // pairs with the acquire loads below
+  return q;
+}
+
 // The queue that work for `stream` goes through, or nullptr for a direct
-// launch. Raises for external streams that compat mode keeps out of a
-// per-stream queue.
+// launch (or, with create=false, if it does not exist yet). Raises for
+// external streams that compat mode keeps out of a per-stream queue. See
+// Note [Task queue routing].
 Queue* queueFor(const NPUStream& stream, bool create = true) {
   const Config& c = config();
   if (!c.queued() || stream.isSyncLaunchStream()) return nullptr;
   const int device = stream.device_index();
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "Invalid device_index: ", device,
+              NPU_ERROR_SUFFIX);
   Queues& qs = allQueues();
+  std::atomic<Queue*>* slot = &qs.device[device];
   if (c.perStreamQueue) {
-    TORCH_CHECK(!stream.isExternal() || external::mode() == external::Mode::kFull,
-                "External NPU stream is not supported by task queue enqueue.", NPU_ERROR_SUFFIX);
-    std::lock_guard<std::mutex> lock(qs.mutex);
-    auto key = std::make_pair(device, stream.id());
-    auto it = qs.perStream.find(key);
-    if (it != qs.perStream.end()) return it->second;
-    if (!create) return nullptr;
-    qs.owned.push_back(std::make_unique<Queue>(c.mode == Mode::kBusyPoll));
-    return qs.perStream.emplace(key, qs.owned.back().get()).first->second;
+    if (stream.isExternal()) {
+      TORCH_CHECK(external::mode() == external::Mode::kFull,
+                  "External NPU stream is not supported by task queue enqueue.", NPU_ERROR_SUFFIX);
+      std::lock_guard<std::mutex> lock(qs.mutex);
+      auto key = std::make_pair(device, stream.id());
+      auto it = qs.perExternalStream.find(key);
+      if (it != qs.perExternalStream.end()) return it->second;
+      if (!create) return nullptr;
+      qs.owned.push_back(std::make_unique<Queue>(c.mode == Mode::kBusyPoll));
+      return qs.perExternalStream.emplace(key, qs.owned.back().get()).first->second;
+    }
+    const auto id = static_cast<uint64_t>(stream.id());
+    const uint64_t kind = id >> kStreamTypeBits;
+    const uint64_t index = id & ((uint64_t{1} << kStreamTypeBits) - 1);
+    TORCH_INTERNAL_ASSERT(kind < kKinds && index < kIndexesPerKind, "stream id ", stream.id(),
+                          " outside the routing table (see Note [Task queue routing])");
+    slot = &qs.perStream[device][kind * kIndexesPerKind + index];
   }
-  std::lock_guard<std::mutex> lock(qs.mutex);
-  Queue*& q = qs.device[device];
-  if (q == nullptr && create) {
-    qs.owned.push_back(std::make_unique<Queue>(c.mode == Mode::kBusyPoll));
-    q = qs.owned.back().get();
-  }
-  return q;
+  Queue* q = slot->load(std::memory_order_acquire);
+  if (q != nullptr || !create) return q;
+  return createInto(*slot, qs);
 }
 
 void launchBlockingSync(npuStream_t raw, const char* name) {
@@ -296,18 +399,24 @@ uint64_t pushOrRun(const NPUStream& stream, Item&& item) {
   try {
     q = queueFor(stream);
     raw = stream.rawHandle();
-  } catch (...) {
-    if (item.kind == Item::Kind::kLaunch && item.task.release != nullptr) {
-      item.task.release(item.task.userData);
-    }
+  } catch (const c10::Error& e) {
+    if (item.kind == Item::Kind::kLaunch) releaseRefused(item.task, e.what_without_backtrace());
     throw;
   }
   item.stream = raw;
   if (q != nullptr) return q->push(std::move(item));
+  // A direct launch: npurt's refusal is raised to this caller, now.
   const char* name = itemName(item);
   std::string error = submit(item);
-  TORCH_CHECK(error.empty(), "Failed to launch ", error, NPU_ERROR_SUFFIX);
-  if (config().launchBlocking) launchBlockingSync(raw, name);
+  if (!error.empty()) {
+    const std::string text = "Failed to launch " + error;
+    if (item.kind == Item::Kind::kLaunch) releaseRefused(item.task, text);
+    TORCH_CHECK(false, text, NPU_ERROR_SUFFIX);
+  }
+  // ASCEND_LAUNCH_BLOCKING=1 synchronizes after work and records, not after
+  // a wait: a wait may legitimately precede its record (ExternalEvent), which
+  // this same thread may be about to issue.
+  if (config().launchBlocking && item.kind != Item::Kind::kWait) launchBlockingSync(raw, name);
   return 0;
 }
 
@@ -366,7 +475,12 @@ void destroyEvent(npuEvent_t event) noexcept {
     (void)npuEventDestroy(event);  // no queue exists: nothing can still name it
     return;
   }
-  auto remaining = std::make_shared<std::atomic<int>>(static_cast<int>(targets.size()));
+  std::shared_ptr<std::atomic<int>> remaining;
+  try {
+    remaining = std::make_shared<std::atomic<int>>(static_cast<int>(targets.size()));
+  } catch (...) {
+    return;  // out of memory: leak the event rather than destroy it early
+  }
   for (Queue* q : targets) {
     Item item;
     item.kind = Item::Kind::kDestroyEvent;
@@ -375,12 +489,14 @@ void destroyEvent(npuEvent_t event) noexcept {
     try {
       q->push(std::move(item));
     } catch (...) {
-      // push raised a stored consumer error: count this queue as done so the
-      // event is still destroyed exactly once.
+      // Out of memory: count this queue as done so the event is still
+      // destroyed exactly once (its earlier items were pushed before).
       if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) (void)npuEventDestroy(event);
     }
   }
 }
+
+const std::string* failedLaunchMessage() noexcept { return tlsFailedLaunch; }
 
 namespace {
 
@@ -395,26 +511,41 @@ Queue* existingQueueFor(const NPUStream& stream) {
   return queueFor(stream, /*create=*/false);
 }
 
+std::vector<Queue*> queuesOfDevice(c10::DeviceIndex device) {
+  std::vector<Queue*> targets;
+  if (!config().queued() || device < 0 || device >= kMaxDevices) return targets;
+  Queues& qs = allQueues();
+  if (Queue* q = qs.device[device].load(std::memory_order_acquire)) targets.push_back(q);
+  for (auto& slot : qs.perStream[device]) {
+    if (Queue* q = slot.load(std::memory_order_acquire)) targets.push_back(q);
+  }
+  std::lock_guard<std::mutex> lock(qs.mutex);
+  for (auto& [key, q] : qs.perExternalStream) {
+    if (key.first == device) targets.push_back(q);
+  }
+  return targets;
+}
+
 }  // namespace
 
 void drain(const NPUStream& stream) {
-  if (Queue* q = existingQueueFor(stream)) q->drain();
+  if (Queue* q = existingQueueFor(stream)) q->drain(stream.rawHandle(), /*report=*/true);
+}
+
+void waitSubmitted(const NPUStream& stream) {
+  if (Queue* q = existingQueueFor(stream)) q->drain(nullptr, /*report=*/false);
 }
 
 void drainDevice(c10::DeviceIndex device) {
-  if (!config().queued()) return;
-  std::vector<Queue*> targets;
-  {
-    Queues& qs = allQueues();
-    std::lock_guard<std::mutex> lock(qs.mutex);
-    if (device >= 0 && device < kMaxDevices && qs.device[device] != nullptr) {
-      targets.push_back(qs.device[device]);
-    }
-    for (auto& [key, q] : qs.perStream) {
-      if (key.first == device) targets.push_back(q);
-    }
+  for (Queue* q : queuesOfDevice(device)) q->drain(nullptr, /*report=*/true);
+}
+
+void waitSubmittedDevice(c10::DeviceIndex device) noexcept {
+  try {
+    for (Queue* q : queuesOfDevice(device)) q->drain(nullptr, /*report=*/false);
+  } catch (...) {
+    // Only a bad configuration raises, and then nothing was ever queued.
   }
-  for (Queue* q : targets) q->drain();
 }
 
 bool submitted(const NPUStream& stream, uint64_t ticket) {

@@ -29,11 +29,15 @@
 // stream: it waits until the consumer has submitted every item pushed before
 // the drain began. Items pushed concurrently by other threads after that may
 // or may not be included (the usual stream-ordering rule for unsynchronized
-// producers). A failure in the consumer (npurt refused an item) is stored and
-// raised on the next push or drain of that queue, naming the operator.
+// producers). A failure in the consumer (npurt refused an item) becomes the
+// failure of the item's stream (Note [Launch failures belong to streams] in
+// TaskQueue.cpp): it is reported once, by that stream's synchronize or query
+// or its device's synchronize, naming the operator; a push never raises it.
 #pragma once
 
 #include <c10/core/Device.h>
+
+#include <string>
 
 #include "core/NPUStream.h"
 #include "npurt/npurt.h"
@@ -72,10 +76,24 @@ void waitEvent(const NPUStream& stream, npuEvent_t event);
 // destroys the event. Never raises, as destructors require. Thread-safe.
 void destroyEvent(npuEvent_t event) noexcept;
 
-// See Note [Task queue drain rule]. drain() covers the queue `stream` uses;
-// drainDevice() every queue of the device. Thread-safe.
+// See Note [Task queue drain rule]. drain() covers the queue `stream` uses
+// and raises a launch failure filed under `stream`; drainDevice() covers every
+// queue of the device and raises one filed under any of its streams.
+// Thread-safe.
 void drain(const NPUStream& stream);
 void drainDevice(c10::DeviceIndex device);
+
+// As drain() / drainDevice(), without reporting anything: for callers that
+// only need the ordering (the allocator, the external-stream destroy
+// notification), so that they never take an error that belongs to a stream's
+// synchronize. Thread-safe.
+void waitSubmitted(const NPUStream& stream);
+void waitSubmittedDevice(c10::DeviceIndex device) noexcept;
+
+// While a task's release runs because npurt (or the queue) refused its
+// launch, the reason; nullptr otherwise. Lets the release poison the task's
+// outputs with the launch error (Note [Poisoned memory]). Thread-local.
+const std::string* failedLaunchMessage() noexcept;
 
 // True if the item with this ticket (from recordEvent) has been submitted to
 // the runtime; lets a query answer "not complete yet" without draining.
