@@ -166,3 +166,86 @@ def test_synchronous_op_mutations_happen_in_stream_order(gate):
     g.release()
     t.join()
     assert y.tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+# --- external streams destroyed with queued work -----------------------------
+
+def test_external_stream_destroyed_with_ops_queued_keeps_every_result():
+    # The owner destroys its stream while PyTorch ops for it still sit in the
+    # task queue (and, with the delay, in the stream): every result is right.
+    out = run_py_ok(
+        """
+        import ctypes, torch, torch_npu
+        npu = torch_npu.npu
+        rt = npu.npurt()
+        h = ctypes.c_void_p(0)
+        assert rt.npuStreamCreate(ctypes.addressof(h)) == 0
+        ext = npu.ExternalStream(h.value)
+        x = torch.arange(1024.0, device="npu"); npu.synchronize()
+        with npu.stream(ext):
+            outs = [x + i for i in range(300)]
+        assert rt.npuStreamDestroy(h.value) == 0
+        npu.synchronize()  # device-wide: covers the destroyed stream's work
+        bad = [i for i, o in enumerate(outs) if not torch.equal(o.cpu(), torch.arange(1024.0) + i)]
+        print("BAD", bad)
+        try:
+            with npu.stream(ext):
+                x + 1
+            print("USE AFTER DESTROY ACCEPTED")
+        except RuntimeError as e:
+            print("REFUSED", "destroyed" in str(e) or "Unrecognized" in str(e) or "invalid" in str(e).lower())
+        """,
+        env={"NPU_SIM_TASK_DELAY_US": "200"},
+        timeout=120,
+    )
+    assert "BAD []" in out, out
+
+
+# --- hangs ----------------------------------------------------------------------
+
+def test_launch_blocking_external_event_wait_before_record_does_not_deadlock():
+    out = run_py_ok(
+        """
+        import torch, torch_npu
+        npu = torch_npu.npu
+        s1, s2 = npu.Stream(), npu.Stream()
+        e = npu.ExternalEvent()
+        e.wait(s2)          # before its record: must not block the host
+        e.record(s1)
+        s2.synchronize()
+        print("OK")
+        """,
+        env={"ASCEND_LAUNCH_BLOCKING": "1"},
+        timeout=60,
+    )
+    assert "OK" in out
+
+
+def test_busy_poll_consumer_sleeps_when_idle():
+    # TASK_QUEUE_ENABLE=2 polls while work flows, not forever: after the work
+    # stopped, the consumer thread uses (almost) no CPU. The idle period is a
+    # measurement window, not a wait for asynchronous work.
+    out = run_py_ok(
+        """
+        import os, time, torch, torch_npu
+        x = torch.ones(4, device="npu"); (x + 1).sum().item()
+        def consumer_ticks():
+            total = 0
+            for tid in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    if f.read().strip() != "npu taskqueue":
+                        continue
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])  # utime + stime
+            return total
+        time.sleep(0.1)  # past the polling linger
+        before = consumer_ticks()
+        time.sleep(1.0)
+        print("TICKS", consumer_ticks() - before, os.sysconf("SC_CLK_TCK"))
+        """,
+        env={"TASK_QUEUE_ENABLE": "2"},
+        timeout=60,
+    )
+    ticks, hz = (int(v) for v in out.split("TICKS")[1].split())
+    assert ticks < hz // 10, out  # under 0.1 s of CPU in 1 s
