@@ -96,6 +96,22 @@ npuError_t npuStreamQuery(npuStream_t handle) {
   });
 }
 
+npuError_t npuStreamPeekAtLastError(npuStream_t handle) {
+  constexpr const char* kFn = "npuStreamPeekAtLastError";
+  return guarded(kFn, [&](Runtime& rt) {
+    // find(), not the thread's cache: called from tasks on executor
+    // threads, where replacing a cache entry could drop the last reference
+    // to another stream in the middle of a task.
+    const std::shared_ptr<Stream> stream = findStream(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    // Leaves the failure held (Note [Task failure rule]): takes no lock that
+    // an executor holds while it runs or releases a task.
+    std::string message;
+    if (stream->peekFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
+    return npuSuccess;
+  });
+}
+
 npuError_t npuStreamSynchronizeWithTimeout(npuStream_t handle, int64_t timeoutUs) {
   constexpr const char* kFn = "npuStreamSynchronizeWithTimeout";
   return guarded(kFn, [&](Runtime& rt) {

@@ -118,6 +118,15 @@ bool Stream::takeFailure(std::string& message) {
   return true;
 }
 
+bool Stream::peekFailure(std::string& message) const {
+  if (!hasFailure()) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failed_.load(std::memory_order_relaxed)) return false;  // reported meanwhile
+  message =
+      failureMessage_.empty() ? "task failed on stream " + std::to_string(id_) : failureMessage_;
+  return true;
+}
+
 uint64_t Stream::failureSequence() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return failed_.load(std::memory_order_relaxed) ? failureSequence_ : UINT64_MAX;

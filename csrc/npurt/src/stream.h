@@ -110,6 +110,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // If a failure is held: moves its message into `message`, clears the state
   // and returns true. Thread-safe; a failure is taken exactly once.
   bool takeFailure(std::string& message);
+  // If a failure is held: copies its message into `message` and returns
+  // true, leaving the failure held. Takes mutex_ briefly, which no executor
+  // holds while it runs or releases a task, so it may be called from a
+  // task's run or release. Thread-safe.
+  bool peekFailure(std::string& message) const;
   // Sequence number of the held failure (global order of failures), or
   // UINT64_MAX if none.
   uint64_t failureSequence() const;

@@ -76,6 +76,7 @@ class ErrorsTest : public NpurtTest {
     unsigned u = 0;
     uint64_t id = 0;
     EXPECT_NPU(bad, npuStreamQuery(s));
+    EXPECT_NPU(bad, npuStreamPeekAtLastError(s));
     EXPECT_NPU(bad, npuStreamSynchronize(s));
     EXPECT_NPU(bad, npuStreamSynchronizeWithTimeout(s, 1000));
     EXPECT_NPU(bad, npuStreamGetDevice(s, &i));

@@ -4,7 +4,8 @@
 // records and waits still complete so nobody waiting on the stream hangs; the
 // failure is reported exactly once by query, synchronize(-with-timeout) or
 // device synchronize and then cleared; work after the report runs; other
-// streams are unaffected.
+// streams are unaffected. npuStreamPeekAtLastError sees a held failure
+// without reporting it, also from a discarded task's release.
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -286,6 +287,78 @@ TEST_F(FailureTest, ErrorMessageIsTruncatedToTheBuffer) {
   std::string message = npuGetLastErrorMessage();
   EXPECT_NE(message.find("task 'long_message' failed"), std::string::npos);
   EXPECT_NE(message.find("mmmm"), std::string::npos);
+}
+
+TEST_F(FailureTest, PeekSeesTheFailureWithoutReportingIt) {
+  auto s = makeStream();
+  Probe failing;
+  failing.error = "peeked";
+  EXPECT_NPU_OK(npuStreamPeekAtLastError(s.get())) << "no failure yet";
+  ASSERT_NPU_OK(launchProbe(s.get(), "fails", &failing));
+  drainWithoutReporting(s.get());
+  for (int i = 0; i < 2; ++i) {  // peeking twice: still held
+    EXPECT_NPU(npuErrorLaunchFailure, npuStreamPeekAtLastError(s.get()));
+    std::string message = npuGetLastErrorMessage();
+    EXPECT_NE(message.find("task 'fails' failed on stream"), std::string::npos) << message;
+    EXPECT_NE(message.find("peeked"), std::string::npos) << message;
+  }
+  EXPECT_NPU(npuErrorLaunchFailure, npuStreamSynchronize(s.get())) << "peek did not report it";
+  EXPECT_NPU_OK(npuStreamPeekAtLastError(s.get())) << "reported: nothing left to peek at";
+  EXPECT_NPU_OK(npuStreamSynchronize(s.get()));
+}
+
+TEST_F(FailureTest, PeekIsSuccessWhileWorkIsQueued) {
+  auto s = makeStream();
+  ScopedGate gate;
+  ASSERT_NPU_OK(gate.launchBlocker(s.get()));
+  EXPECT_NPU_OK(npuStreamPeekAtLastError(s.get()));
+  gate.open();
+  EXPECT_NPU_OK(npuStreamSynchronize(s.get()));
+}
+
+// What the layer above does: a discarded task's release asks why, to poison
+// its outputs.
+struct PeekFromRelease {
+  npuStream_t stream = nullptr;
+  std::atomic<int> releases{0};
+  npuError_t seen = npuErrorUnknown;
+  std::string message;
+};
+
+int peekNeverRuns(void*, char*, size_t) { return 0; }
+void peekRelease(void* user) {
+  auto* p = static_cast<PeekFromRelease*>(user);
+  p->seen = npuStreamPeekAtLastError(p->stream);
+  p->message = npuGetLastErrorMessage();
+  p->releases++;
+}
+
+TEST_F(FailureTest, PeekWorksFromTheReleaseOfADiscardedTask) {
+  auto s = makeStream();
+  auto other = makeStream();
+  ScopedGate gate;
+  ASSERT_NPU_OK(gate.launchBlocker(s.get()));
+  Probe failing;
+  failing.error = "why";
+  ASSERT_NPU_OK(launchProbe(s.get(), "fails_first", &failing));
+  PeekFromRelease discarded;
+  discarded.stream = s.get();
+  npuTask task{"discarded", &peekNeverRuns, &peekRelease, &discarded, 0};
+  ASSERT_NPU_OK(npuLaunchTask(s.get(), &task));
+  gate.open();
+  EXPECT_NPU(npuErrorLaunchFailure, npuStreamSynchronizeWithTimeout(s.get(), kHangTimeoutUs));
+  EXPECT_EQ(discarded.releases.load(), 1);
+  EXPECT_NPU(npuErrorLaunchFailure, discarded.seen);
+  EXPECT_NE(discarded.message.find("task 'fails_first'"), std::string::npos) << discarded.message;
+  EXPECT_NPU_OK(npuStreamPeekAtLastError(other.get())) << "other streams are unaffected";
+}
+
+TEST_F(FailureTest, PeekRejectsBadHandles) {
+  EXPECT_NPU(npuErrorInvalidResourceHandle, npuStreamPeekAtLastError(nullptr));
+  npuStream_t destroyed = nullptr;
+  ASSERT_NPU_OK(npuStreamCreate(&destroyed));
+  ASSERT_NPU_OK(npuStreamDestroy(destroyed));
+  EXPECT_NPU(npuErrorInvalidResourceHandle, npuStreamPeekAtLastError(destroyed));
 }
 
 }  // namespace

@@ -179,6 +179,17 @@ NPURT_API npuError_t npuStreamDestroy(npuStream_t stream);
  * CUDA: cudaStreamQuery. */
 NPURT_API npuError_t npuStreamQuery(npuStream_t stream);
 
+/* npuErrorLaunchFailure if the stream holds an unreported task failure
+ * (Note [Task failure rule]), with the failure's message as the calling
+ * thread's last error message; npuSuccess otherwise (whether or not work is
+ * queued). Unlike npuStreamQuery it does not report the failure: the stream
+ * stays in failure state and the next query or synchronize still reports it.
+ * May be called from a task's run or release function on an executor thread
+ * (e.g. to poison the outputs of a task discarded after a failure).
+ * Thread-safe. Returns npuErrorInvalidResourceHandle for a bad handle.
+ * CUDA: cudaPeekAtLastError (per stream here). */
+NPURT_API npuError_t npuStreamPeekAtLastError(npuStream_t stream);
+
 /* Blocks until the stream is idle (its last task has finished). Reports a
  * task failure like npuStreamQuery. CUDA: cudaStreamSynchronize. */
 NPURT_API npuError_t npuStreamSynchronize(npuStream_t stream);
