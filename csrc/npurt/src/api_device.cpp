@@ -1,6 +1,7 @@
 // Entry points: status names, devices, device synchronize, clock.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "api_common.h"
 
@@ -52,9 +53,13 @@ npuError_t npuDeviceSynchronize(void) {
   return guarded(kFn, [&](Runtime& rt) {
     Device& device = rt.device(Runtime::currentDevice());
     // A snapshot: streams created after this call are not waited for, as
-    // work enqueued after it is not.
+    // work enqueued after it is not. Every stream's ticket count is taken
+    // before waiting for any of them (Note [Stream scheduling rule]).
     const std::vector<std::shared_ptr<Stream>> streams = device.streams();
-    for (const std::shared_ptr<Stream>& stream : streams) stream->waitIdle(-1);
+    std::vector<uint64_t> targets;
+    targets.reserve(streams.size());
+    for (const std::shared_ptr<Stream>& stream : streams) targets.push_back(stream->enqueued());
+    for (size_t i = 0; i < streams.size(); ++i) streams[i]->waitFinished(targets[i], -1);
     // Report the earliest unreported failure (Note [Task failure rule]); a
     // concurrent query may take it first, then look again.
     for (;;) {

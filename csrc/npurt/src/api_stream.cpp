@@ -122,9 +122,12 @@ npuError_t npuStreamSynchronizeWithTimeout(npuStream_t handle, int64_t timeoutUs
     if (stream == nullptr) return invalidStream(kFn, handle);
     // Timeouts beyond ~292 years are forever.
     const int64_t timeoutNs = timeoutUs > INT64_MAX / 1000 ? -1 : timeoutUs * 1000;
-    if (!stream->waitIdle(timeoutNs)) {
+    // The work enqueued before this call, not idleness (Note [Stream
+    // scheduling rule]): a producer that keeps enqueuing cannot starve us.
+    if (!stream->waitFinished(stream->enqueued(), timeoutNs)) {
       return fail(npuErrorTimeout, kFn,
-                  "stream " + std::to_string(stream->id()) + " still busy after " +
+                  "stream " + std::to_string(stream->id()) +
+                      " has not finished the work enqueued before the call after " +
                       std::to_string(timeoutUs) + " us");
     }
     std::string message;
@@ -138,8 +141,9 @@ npuError_t npuStreamSynchronize(npuStream_t handle) {
   return guarded(kFn, [&](Runtime& rt) {
     std::shared_ptr<Stream> stream = findStream(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
-    stream->waitIdle(-1);
-    // Only after the stream is idle (Note [Task failure rule]).
+    stream->waitFinished(stream->enqueued(), -1);  // as above
+    // Only after the work enqueued before the call has finished (Note [Task
+    // failure rule]).
     std::string message;
     if (stream->takeFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
     return npuSuccess;

@@ -256,6 +256,7 @@ void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
       if (!version.done() && version.parkUnlessDone(stream)) return;  // `stream` moved away
     }
     execute(s, task);
+    s.afterTask();  // wakes synchronize callers whose work has finished
     if (++batch >= kBatchSize || (readyMask_.load(std::memory_order_relaxed) & higher) != 0) {
       batch = 0;
       if (readyMask_.load(std::memory_order_relaxed) != 0) {

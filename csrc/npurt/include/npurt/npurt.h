@@ -125,10 +125,12 @@ NPURT_API npuError_t npuSetDevice(int device);
 /* [out] device: the calling thread's current device. CUDA: cudaGetDevice. */
 NPURT_API npuError_t npuGetDevice(int* device);
 
-/* Blocks until every stream of the current device (including destroyed
- * streams still draining) is idle. Reports and clears the first task failure
- * of any stream of the device (npuErrorLaunchFailure). CUDA:
- * cudaDeviceSynchronize. */
+/* Blocks until every task enqueued before the call on any stream of the
+ * current device (including destroyed streams still draining) has finished.
+ * Work enqueued during the call is not waited for, so producers that keep
+ * enqueuing cannot starve it. Reports and clears the first task failure held
+ * by any stream of the device (npuErrorLaunchFailure). Thread-safe.
+ * CUDA: cudaDeviceSynchronize. */
 NPURT_API npuError_t npuDeviceSynchronize(void);
 
 /* [out] prop for device. CUDA: cudaGetDeviceProperties. */
@@ -190,12 +192,17 @@ NPURT_API npuError_t npuStreamQuery(npuStream_t stream);
  * CUDA: cudaPeekAtLastError (per stream here). */
 NPURT_API npuError_t npuStreamPeekAtLastError(npuStream_t stream);
 
-/* Blocks until the stream is idle (its last task has finished). Reports a
- * task failure like npuStreamQuery. CUDA: cudaStreamSynchronize. */
+/* Blocks until every task enqueued on the stream before the call has
+ * finished (run or discarded). Work enqueued during the call is not waited
+ * for (a thread that keeps enqueuing cannot starve it), so the stream need
+ * not be idle when it returns. Then reports a task failure held by the
+ * stream like npuStreamQuery (npuErrorLaunchFailure, once, then cleared).
+ * Thread-safe. CUDA: cudaStreamSynchronize. */
 NPURT_API npuError_t npuStreamSynchronize(npuStream_t stream);
 
 /* As npuStreamSynchronize, giving up after timeoutUs microseconds with
- * npuErrorTimeout (timeoutUs < 0 → npuErrorInvalidValue). */
+ * npuErrorTimeout (timeoutUs < 0 → npuErrorInvalidValue); a failure is not
+ * reported by a call that timed out. */
 NPURT_API npuError_t npuStreamSynchronizeWithTimeout(npuStream_t stream,
                                                      int64_t timeoutUs);
 
