@@ -15,6 +15,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "clock.h"
 #include "errors.h"
@@ -38,6 +39,21 @@ npuError_t guarded(const char* function, Body&& body) noexcept {
   } catch (...) {
     return fail(npuErrorUnknown, function, "internal error: unknown exception");
   }
+}
+
+// Entry points that free or destroy (npuFree, npuFreeHost, npuHostUnregister,
+// npuEventDestroy, npuStreamDestroy): once the exit hook has begun they do
+// nothing and return npuSuccess, because layers above free from static
+// destructors that run after it (Note [Shutdown order]).
+template <typename Body>
+npuError_t guardedRelease(const char* function, Body&& body) noexcept {
+  try {
+    if (Runtime::instance().shutDown()) [[unlikely]]
+      return npuSuccess;
+  } catch (...) {
+    // The runtime could not be built: guarded() reports it.
+  }
+  return guarded(function, std::forward<Body>(body));
 }
 
 inline uint64_t handleBits(const void* handle) noexcept {

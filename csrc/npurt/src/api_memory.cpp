@@ -33,7 +33,7 @@ npuError_t npuMalloc(void** devPtr, size_t size) {
 
 npuError_t npuFree(void* devPtr) {
   constexpr const char* kFn = "npuFree";
-  return guarded(kFn, [&](Runtime& rt) {
+  return guardedRelease(kFn, [&](Runtime& rt) {
     if (devPtr == nullptr) return npuSuccess;
     return rt.memory.free(devPtr, kFn);
   });
@@ -119,7 +119,7 @@ npuError_t npuMallocHost(void** ptr, size_t size) {
 
 npuError_t npuFreeHost(void* ptr) {
   constexpr const char* kFn = "npuFreeHost";
-  return guarded(kFn, [&](Runtime& rt) {
+  return guardedRelease(kFn, [&](Runtime& rt) {
     if (ptr == nullptr) return npuSuccess;
     return rt.memory.freeHost(ptr, kFn);
   });
@@ -139,7 +139,7 @@ npuError_t npuHostRegister(void* ptr, size_t size, unsigned int flags) {
 
 npuError_t npuHostUnregister(void* ptr) {
   constexpr const char* kFn = "npuHostUnregister";
-  return guarded(kFn, [&](Runtime& rt) { return rt.memory.hostUnregister(ptr, kFn); });
+  return guardedRelease(kFn, [&](Runtime& rt) { return rt.memory.hostUnregister(ptr, kFn); });
 }
 
 npuError_t npuPointerGetAttributes(npuPointerAttributes* attributes, const void* ptr) {

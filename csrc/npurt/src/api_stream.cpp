@@ -67,7 +67,7 @@ npuError_t npuStreamCreateWithPriority(npuStream_t* stream, unsigned int flags, 
 
 npuError_t npuStreamDestroy(npuStream_t handle) {
   constexpr const char* kFn = "npuStreamDestroy";
-  return guarded(kFn, [&](Runtime& rt) {
+  return guardedRelease(kFn, [&](Runtime& rt) {
     std::shared_ptr<Stream> stream = findStream(rt, handle);
     if (stream == nullptr || !stream->beginDestroy()) return invalidStream(kFn, handle);
     // Callbacks first, while the handle still works (they may enqueue).

@@ -44,6 +44,10 @@ std::string loadConfig(Config& config) {
   if (error = parseInteger("NPU_SIM_TASK_DELAY_US", 0, 10000000, delayUs); !error.empty()) {
     return error;
   }
+  if (error = parseInteger("NPU_SIM_EXIT_TIMEOUT_MS", 0, 3600000, config.exitTimeoutMs);
+      !error.empty()) {
+    return error;
+  }
   config.deviceCount = static_cast<int>(devices);
   config.cores = static_cast<int>(cores);
   config.memoryMb = memoryMb;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "clock.h"
 #include "errors.h"
 
 namespace npurt::internal {
@@ -47,7 +48,12 @@ void Device::pruneLocked() {
 
 void Device::discardAllForShutdown() noexcept {
   std::lock_guard<std::mutex> lock(streamsMutex_);
-  for (const std::shared_ptr<Stream>& stream : streams_) stream->discardAllForShutdown();
+  for (const std::shared_ptr<Stream>& stream : streams_) {
+    // A stream whose executor thread was abandoned in a task is still that
+    // thread's to consume: left as it is (Note [Shutdown order]).
+    if (executor_.ranByAbandonedWorker(stream.get())) continue;
+    stream->discardAllForShutdown();
+  }
 }
 
 Runtime& Runtime::instance() {
@@ -123,8 +129,11 @@ void Runtime::shutdown() noexcept {
   int expected = kReady;
   // 1. Stop accepting work. release: pairs with admit()'s acquire.
   if (!state_.compare_exchange_strong(expected, kShutdown, std::memory_order_acq_rel)) return;
-  // 2.-3. Each executor finishes the task it is running; wake and join.
-  for (const std::unique_ptr<Device>& device : devices_) device->executor().stop();
+  // 2.-3. Each executor finishes the task it is running; wake and join. A
+  //    task still running at the deadline (NPU_SIM_EXIT_TIMEOUT_MS from now,
+  //    for all devices together) is abandoned with its thread.
+  const uint64_t deadline = nowNs() + config_.exitTimeoutMs * 1'000'000;
+  for (const std::unique_ptr<Device>& device : devices_) device->executor().stop(deadline);
   // 4. Discard what is still queued (calling release). Completes pending
   //    event versions too, so no host thread stays blocked on one.
   for (const std::unique_ptr<Device>& device : devices_) device->discardAllForShutdown();

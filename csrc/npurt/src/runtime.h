@@ -95,6 +95,9 @@ class Runtime {
     return admitSlow(function);
   }
 
+  // True once the exit hook has begun (Note [Shutdown order]).
+  bool shutDown() const noexcept { return state_.load(std::memory_order_acquire) == kShutdown; }
+
   const Config& config() const noexcept { return config_; }
   int deviceCount() const noexcept { return static_cast<int>(devices_.size()); }
   bool validDevice(int device) const noexcept { return device >= 0 && device < deviceCount(); }

@@ -25,6 +25,11 @@
  * stores a human-readable message, retrievable on the same thread with
  * npuGetLastErrorMessage(). No function throws or aborts.
  *
+ * Process exit (Note [Shutdown order]): once the runtime's atexit hook has
+ * begun, npuFree, npuFreeHost, npuHostUnregister, npuEventDestroy and
+ * npuStreamDestroy do nothing and return npuSuccess (so static destructors
+ * may free); every other call returns npuErrorRuntimeShutdown.
+ *
  * Thread safety: unless a function says otherwise, it may be called from any
  * number of host threads at once.
  *
@@ -81,7 +86,8 @@ typedef enum npuError_t {
   npuErrorHostMemoryAlreadyRegistered = 13,
   /* Pointer is not the start of a registered host range. */
   npuErrorHostMemoryNotRegistered = 14,
-  /* The runtime is shutting down (process exit in progress). */
+  /* The runtime is shutting down (process exit in progress). Frees and
+ * destroys return npuSuccess instead (see the top of this file). */
   npuErrorRuntimeShutdown = 15,
   /* Operation not supported by the simulated device. */
   npuErrorNotSupported = 16,
