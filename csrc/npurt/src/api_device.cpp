@@ -17,6 +17,16 @@ const char* npuGetLastErrorMessage(void) { return lastErrorMessage(); }
 
 uint64_t npuGetTimestampNs(void) { return nowNs(); }
 
+npuError_t npuGetForkState(int* inForkedChild) {
+  // Not guarded(): it must answer in a forked child, where every guarded
+  // call fails, and it must not build the runtime (Note [Fork]).
+  if (inForkedChild == nullptr) {
+    return fail(npuErrorInvalidValue, "npuGetForkState", "inForkedChild is NULL");
+  }
+  *inForkedChild = inBadFork() ? 1 : 0;
+  return npuSuccess;
+}
+
 npuError_t npuGetDeviceCount(int* count) {
   constexpr const char* kFn = "npuGetDeviceCount";
   return guarded(kFn, [&](Runtime& rt) {

@@ -11,6 +11,9 @@
 //   trace      a few finished tasks and a pending chain (run with NPU_SIM_TRACE)
 //   blocked    a task that never returns (waits on a flag nobody sets), with
 //              a pending chain on another stream of the same device
+//   fork       pending work, then fork(); the child checks that calls fail
+//              with npuErrorInitializationError and returns from main (its
+//              exit hook must do nothing); the parent prints child_status=N
 //   late-call  also launch on a live stream from an atexit hook that runs
 //              after the runtime's own (expects npuErrorRuntimeShutdown)
 //   late-free  also free memory and destroy a stream and an event from that
@@ -18,6 +21,7 @@
 // Prints "ok" lines on stdout; exits non-zero if a check made at exit fails:
 // 3 a call before exit failed, 4 released != launched, 5 late call not
 // refused with npuErrorRuntimeShutdown, 6 a late free did not succeed.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -39,6 +43,7 @@ std::atomic<long> gRan{0};
 npuStream_t gLiveStream = nullptr;
 bool gLateCall = false;
 bool gLateFree = false;
+bool gForkChild = false;  // the child of "fork" mode
 // Released by the late-free hook.
 void* gLateDevice = nullptr;
 void* gLateHost = nullptr;
@@ -71,6 +76,13 @@ void check(npuError_t status, const char* what) {
 // Registered before the first npurt call, so it runs after the runtime's own
 // exit hook (atexit handlers run in reverse order of registration).
 void afterRuntimeShutdown() {
+  if (gForkChild) {
+    // The runtime's hook did nothing here (Note [Fork]): nothing was
+    // discarded, and the parent's threads were not touched.
+    std::printf("child exit hooks ok\n");
+    std::fflush(stdout);
+    return;
+  }
   std::printf("launched=%ld released=%ld ran=%ld\n", gLaunched.load(), gReleased.load(),
               gRan.load());
   std::fflush(stdout);
@@ -184,6 +196,36 @@ int runBlocked() {
   return 0;
 }
 
+int runFork() {
+  npuStream_t s = nullptr;
+  check(npuStreamCreate(&s), "npuStreamCreate");
+  check(npuStreamSetTaskDelay(s, 50'000), "delay");
+  queueChain(s, 100);  // the executors are busy at the fork
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) fail("fork");
+  if (pid == 0) {
+    gForkChild = true;
+    int state = -1;
+    if (npuGetForkState(&state) != npuSuccess || state != 1) _exit(20);
+    if (npuStreamSynchronize(s) != npuErrorInitializationError) _exit(21);
+    if (std::strstr(npuGetLastErrorMessage(), "forked child") == nullptr) _exit(22);
+    if (npuLaunchHostFunc(
+            s, [](void*) {}, nullptr) != npuErrorInitializationError) {
+      _exit(23);
+    }
+    std::printf("child ok\n");
+    std::fflush(stdout);
+    return 0;  // exit(): the runtime's hook runs in the child and must do nothing
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) fail("waitpid");
+  std::printf("child_status=%d\n",
+              WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  std::fflush(stdout);
+  return 0;
+}
+
 int runTrace() {
   npuStream_t a = nullptr;
   npuStream_t b = nullptr;
@@ -226,6 +268,7 @@ int main(int argc, char** argv) {
   if (mode == "pending") return runPending();
   if (mode == "trace") return runTrace();
   if (mode == "blocked") return runBlocked();
+  if (mode == "fork") return runFork();
   std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
   return 2;
 }

@@ -101,6 +101,17 @@ TEST_F(ExitTest, ExitTimeoutIsConfigurable) {
   EXPECT_EQ(r.output.find("late_free=npuError"), std::string::npos) << r.output;
 }
 
+TEST_F(ExitTest, ForkedChildOfAnInitialisedParentExitsCleanly) {
+  // Note [Fork]: the child's exit hook must not join the parent's threads.
+  ChildResult r = runHelper({"fork"});
+  ASSERT_FALSE(r.timedOut) << r.describe();
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_NE(r.output.find("child ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("child exit hooks ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("child_status=0"), std::string::npos) << r.output;
+}
+
 TEST_F(ExitTest, TraceFileIsWrittenAtExit) {
   const std::string path = tempPath(".exit.trace.json");
   ChildResult r = runHelper({"trace"}, {{"NPU_SIM_TRACE", path}});

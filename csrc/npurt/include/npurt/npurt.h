@@ -59,8 +59,9 @@ typedef enum npuError_t {
   npuErrorInvalidValue = 1,
   /* Device memory capacity exceeded, or host allocation failed. */
   npuErrorMemoryAllocation = 2,
-  /* Runtime configuration (environment variables) is invalid. Sticky: every
-   * later call fails the same way. */
+  /* Runtime configuration (environment variables) is invalid, or this is a
+   * forked child of a process that used npurt (npuGetForkState). Sticky:
+   * every later call fails the same way. */
   npuErrorInitializationError = 3,
   /* Device ordinal out of [0, device count). */
   npuErrorInvalidDevice = 4,
@@ -107,6 +108,18 @@ NPURT_API const char* npuGetErrorString(npuError_t error);
  * if no call failed yet. The pointer stays valid until the next npurt call on
  * this thread. Thread-local. */
 NPURT_API const char* npuGetLastErrorMessage(void);
+
+/* [out] inForkedChild: 1 if this process is the fork() child of a process
+ * whose runtime was initialised, 0 otherwise. In such a child every other
+ * npurt call (except the status-name, last-message and timestamp functions)
+ * returns npuErrorInitializationError with a message naming the fork, and
+ * the exit hook does nothing: the parent's executor threads do not exist in
+ * the child. A child of a process that never called npurt may use it
+ * normally. See Note [Fork]. Works in any process state (forked child,
+ * invalid configuration, after exit) and never initialises the runtime.
+ * Thread-safe. Returns npuErrorInvalidValue (NULL). No CUDA equivalent
+ * (CUDA fails such calls with cudaErrorInitializationError too). */
+NPURT_API npuError_t npuGetForkState(int* inForkedChild);
 
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                  */
