@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "errors.h"
+#include "fault.h"
 #include "npurt/npurt.h"
 #include "runtime.h"
 
@@ -91,6 +92,12 @@ inline npuError_t invalidEvent(const char* function, npuEvent_t handle) noexcept
   char buf[64];
   std::snprintf(buf, sizeof buf, "invalid event handle %p", static_cast<void*>(handle));
   return fail(npuErrorInvalidResourceHandle, function, buf);
+}
+
+// Note [Fault injection]: the launch or synchronous-copy call that fires
+// fails with npuErrorLaunchFailure (nothing enqueued or copied).
+inline npuError_t injectedFault(const char* function) noexcept {
+  return fail(npuErrorLaunchFailure, function, kInjectedFault);
 }
 
 inline npuError_t nullArgument(const char* function, const char* name) {

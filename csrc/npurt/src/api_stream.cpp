@@ -44,6 +44,8 @@ npuError_t launch(const char* fn, npuStream_t handle, Make&& make) {
   return guarded(fn, [&](Runtime& rt) {
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(fn, handle);
+    if (faults().fires(FaultKind::kLaunch)) [[unlikely]]
+      return injectedFault(fn);
     submit(rt, *stream, make());
     return npuSuccess;
   });
@@ -231,6 +233,8 @@ npuError_t npuLaunchTask(npuStream_t handle, const npuTask* task) {
     }
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
+    if (faults().fires(FaultKind::kLaunch)) [[unlikely]]
+      return injectedFault(kFn);
     // On any error above or an exception here, release() is not called:
     // the caller keeps userData (npuLaunchTask contract). Only a copied name
     // needs a node (Note [Inline tasks] in task.h).

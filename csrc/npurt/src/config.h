@@ -18,6 +18,10 @@ struct Config {
   uint32_t taskDelayUs = 0;       // NPU_SIM_TASK_DELAY_US, [0, 10000000]
   std::string tracePath;          // NPU_SIM_TRACE, empty = no trace at start/exit
   uint64_t exitTimeoutMs = 1000;  // NPU_SIM_EXIT_TIMEOUT_MS, [0, 3600000]
+  // NPU_SIM_FAULT=<kind>:<n>: the fault armed at start (Note [Fault
+  // injection]); faultKind is an npuFaultKind value, -1 for none.
+  int faultKind = -1;
+  uint64_t faultNth = 0;
 };
 
 // Fills `config` from the environment. Returns "" on success, otherwise the

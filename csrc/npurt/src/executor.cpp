@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "event.h"
+#include "fault.h"
 #include "trace.h"
 
 namespace npurt::internal {
@@ -371,7 +372,16 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
   }
   char errorBuf[kErrorBufSize];
   errorBuf[0] = '\0';
-  const int status = task.run(errorBuf, sizeof errorBuf);
+  int status = 0;
+  if (isWork && faults().fires(FaultKind::kTask)) [[unlikely]] {
+    // Note [Fault injection]: fails as the task itself would, without
+    // running it (its release is still called, as for a discarded task).
+    task.discard();
+    std::snprintf(errorBuf, sizeof errorBuf, "%s", kInjectedFault);
+    status = 1;
+  } else {
+    status = task.run(errorBuf, sizeof errorBuf);
+  }
   errorBuf[sizeof errorBuf - 1] = '\0';  // a task may fill the buffer without a NUL
   // The failure is recorded before the pop, so a stream seen idle has its
   // failure visible (npuStreamQuery relies on this).

@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "errors.h"
+#include "fault.h"
 
 namespace npurt::internal {
 namespace {
@@ -95,6 +96,9 @@ Runtime::Runtime() {
     devices_.push_back(std::make_unique<Device>(i, config_.cores, capacity, trace, globalDelayUs));
   }
   if (!config_.tracePath.empty()) trace.start();
+  if (config_.faultKind >= 0) {
+    faults().arm(static_cast<FaultKind>(config_.faultKind), config_.faultNth);  // NPU_SIM_FAULT
+  }
   // Note [Fork]: no prepare or parent handler (nothing to lock); the child
   // handler only flips the state. Registered once per process: a good child
   // that builds its own runtime adds a second, identical, harmless one.

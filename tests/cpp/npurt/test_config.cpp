@@ -48,7 +48,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"NPU_SIM_MEMORY_MB", "x"}, BadValue{"NPU_SIM_MEMORY_MB", "0"},
         BadValue{"NPU_SIM_MEMORY_MB", "16777217"}, BadValue{"NPU_SIM_TASK_DELAY_US", "-5"},
         BadValue{"NPU_SIM_TASK_DELAY_US", "10000001"}, BadValue{"NPU_SIM_EXIT_TIMEOUT_MS", "abc"},
-        BadValue{"NPU_SIM_EXIT_TIMEOUT_MS", "3600001"}),
+        BadValue{"NPU_SIM_EXIT_TIMEOUT_MS", "3600001"}, BadValue{"NPU_SIM_FAULT", "alloc"},
+        BadValue{"NPU_SIM_FAULT", "alloc:0"}, BadValue{"NPU_SIM_FAULT", "oops:1"},
+        BadValue{"NPU_SIM_FAULT", "task:x"}, BadValue{"NPU_SIM_FAULT", "copy:-1"}),
     [](const ::testing::TestParamInfo<BadValue>& p) {
       std::string name = std::string(p.param.variable).substr(8) + "_" + std::to_string(p.index);
       return name;
