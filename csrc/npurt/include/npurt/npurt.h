@@ -370,6 +370,8 @@ NPURT_API npuError_t npuMallocHost(void** ptr, size_t size);
 NPURT_API npuError_t npuFreeHost(void* ptr);
 
 /* Registers [ptr, ptr+size) as pinned host memory. flags must be 0.
+ * Memory that is not mapped in the process (any page of the range) →
+ * npuErrorInvalidValue, as are size 0 and a range that wraps around.
  * Overlapping an existing registration → npuErrorHostMemoryAlreadyRegistered.
  * CUDA: cudaHostRegister. */
 NPURT_API npuError_t npuHostRegister(void* ptr, size_t size, unsigned int flags);
