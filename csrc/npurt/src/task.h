@@ -105,19 +105,23 @@ enum class InlineKind : uint32_t {
 // A task by value: 48 bytes, trivially copyable. The ring stores it encoded
 // (Note [Ring entries]); the overflow list and the executor hold it as is.
 struct InlineTask {
+  // The union's members (named types: ISO C++ has no anonymous structs).
+  struct HostFnFields {
+    npuHostFn_t fn;
+    void* userData;
+  };
+  struct UserFields {
+    const char* name;
+    int (*run)(void*, char*, size_t);
+    void (*release)(void*);
+    void* userData;
+  };
+
   InlineKind kind = InlineKind::kNode;
   uint64_t enqueueNs = 0;  // steady-clock ns at enqueue, 0 when tracing was off
   union {
-    struct {
-      npuHostFn_t fn;
-      void* userData;
-    } hostFn;
-    struct {
-      const char* name;
-      int (*run)(void*, char*, size_t);
-      void (*release)(void*);
-      void* userData;
-    } user;
+    HostFnFields hostFn;
+    UserFields user;
     Task* node;
   };
 
