@@ -187,12 +187,9 @@ TEST_F(FaultTest, AllocFaultFailsTheNthMallocOnce) {
   EXPECT_EQ(freeAfter, freeBefore) << "the failed allocation took no capacity";
 }
 
-TEST_F(FaultTest, UnknownKindIsInvalidValue) {
-  npuFaultKind bad;
-  const int raw = 7;
-  std::memcpy(&bad, &raw, sizeof bad);
-  EXPECT_NPU(npuErrorInvalidValue, npuSetFaultInjection(bad, 1));
-}
+// An unknown kind (npuErrorInvalidValue) cannot be tested from C++: every
+// value representable in npuFaultKind is valid, and any other is undefined
+// behaviour in the caller (UBSan flags it); ctypes callers can pass one.
 
 TEST(FaultEnvTest, EnvironmentArmsAFaultAtStart) {
   NPURT_RUN_IN_CHILD_WITH_ENV({{"NPU_SIM_FAULT", "alloc:2"}});
