@@ -4,6 +4,7 @@
 #   make demo      run the main example
 #   make bench     run the benchmarks
 #   make sanitize  ASan+UBSan and TSan builds of the runtime, with its tests
+#   make fuzz      libFuzzer run of the npurt C API (FUZZ_SECONDS, default 120)
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -18,7 +19,7 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 NPURT_BENCH_FLAGS ?= --benchmark_min_time=0.1s --benchmark_repetitions=5 \
 	--benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 
-.PHONY: all deps build install test test-cpp test-python bench demo sanitize clean
+.PHONY: all deps build install test test-cpp test-python bench demo sanitize fuzz clean
 
 all: build
 
@@ -63,5 +64,9 @@ demo: build
 sanitize: $(DEPS_STAMP)
 	scripts/sanitize.sh
 
+# Installs clang (as root) if missing; FUZZ_SECONDS bounds the run.
+fuzz: $(DEPS_STAMP)
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),120) scripts/fuzz.sh
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

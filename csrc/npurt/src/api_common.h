@@ -15,9 +15,11 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "clock.h"
 #include "errors.h"
+#include "fault.h"
 #include "npurt/npurt.h"
 #include "runtime.h"
 
@@ -38,6 +40,21 @@ npuError_t guarded(const char* function, Body&& body) noexcept {
   } catch (...) {
     return fail(npuErrorUnknown, function, "internal error: unknown exception");
   }
+}
+
+// Entry points that free or destroy (npuFree, npuFreeHost, npuHostUnregister,
+// npuEventDestroy, npuStreamDestroy): once the exit hook has begun they do
+// nothing and return npuSuccess, because layers above free from static
+// destructors that run after it (Note [Shutdown order]).
+template <typename Body>
+npuError_t guardedRelease(const char* function, Body&& body) noexcept {
+  try {
+    if (Runtime::instance().shutDown()) [[unlikely]]
+      return npuSuccess;
+  } catch (...) {
+    // The runtime could not be built: guarded() reports it.
+  }
+  return guarded(function, std::forward<Body>(body));
 }
 
 inline uint64_t handleBits(const void* handle) noexcept {
@@ -75,6 +92,12 @@ inline npuError_t invalidEvent(const char* function, npuEvent_t handle) noexcept
   char buf[64];
   std::snprintf(buf, sizeof buf, "invalid event handle %p", static_cast<void*>(handle));
   return fail(npuErrorInvalidResourceHandle, function, buf);
+}
+
+// Note [Fault injection]: the launch or synchronous-copy call that fires
+// fails with npuErrorLaunchFailure (nothing enqueued or copied).
+inline npuError_t injectedFault(const char* function) noexcept {
+  return fail(npuErrorLaunchFailure, function, kInjectedFault);
 }
 
 inline npuError_t nullArgument(const char* function, const char* name) {

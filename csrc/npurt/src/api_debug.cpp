@@ -5,6 +5,11 @@
 
 using namespace npurt::internal;
 
+static_assert(static_cast<int>(FaultKind::kLaunch) == npuFaultLaunch &&
+              static_cast<int>(FaultKind::kTask) == npuFaultTask &&
+              static_cast<int>(FaultKind::kCopy) == npuFaultCopy &&
+              static_cast<int>(FaultKind::kAlloc) == npuFaultAlloc);
+
 namespace {
 
 // Upper bound of the task delay, as for NPU_SIM_TASK_DELAY_US.
@@ -32,6 +37,18 @@ npuError_t npuUnregisterStreamDestroyCallback(uint64_t handle) {
       return fail(npuErrorInvalidValue, kFn,
                   "no stream-destroy callback registered as " + std::to_string(handle));
     }
+    return npuSuccess;
+  });
+}
+
+npuError_t npuSetFaultInjection(npuFaultKind kind, uint64_t nth) {
+  constexpr const char* kFn = "npuSetFaultInjection";
+  return guarded(kFn, [&](Runtime&) {
+    const int rawKind = rawEnumValue(kind);  // any int may arrive from C
+    if (rawKind < npuFaultLaunch || rawKind > npuFaultAlloc) {
+      return fail(npuErrorInvalidValue, kFn, "unknown fault kind " + std::to_string(rawKind));
+    }
+    faults().arm(static_cast<FaultKind>(rawKind), nth);  // Note [Fault injection]
     return npuSuccess;
   });
 }

@@ -1,6 +1,7 @@
 // Entry points: status names, devices, device synchronize, clock.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "api_common.h"
 
@@ -15,6 +16,16 @@ const char* npuGetErrorString(npuError_t error) { return errorString(error); }
 const char* npuGetLastErrorMessage(void) { return lastErrorMessage(); }
 
 uint64_t npuGetTimestampNs(void) { return nowNs(); }
+
+npuError_t npuGetForkState(int* inForkedChild) {
+  // Not guarded(): it must answer in a forked child, where every guarded
+  // call fails, and it must not build the runtime (Note [Fork]).
+  if (inForkedChild == nullptr) {
+    return fail(npuErrorInvalidValue, "npuGetForkState", "inForkedChild is NULL");
+  }
+  *inForkedChild = inBadFork() ? 1 : 0;
+  return npuSuccess;
+}
 
 npuError_t npuGetDeviceCount(int* count) {
   constexpr const char* kFn = "npuGetDeviceCount";
@@ -52,9 +63,13 @@ npuError_t npuDeviceSynchronize(void) {
   return guarded(kFn, [&](Runtime& rt) {
     Device& device = rt.device(Runtime::currentDevice());
     // A snapshot: streams created after this call are not waited for, as
-    // work enqueued after it is not.
+    // work enqueued after it is not. Every stream's ticket count is taken
+    // before waiting for any of them (Note [Stream scheduling rule]).
     const std::vector<std::shared_ptr<Stream>> streams = device.streams();
-    for (const std::shared_ptr<Stream>& stream : streams) stream->waitIdle(-1);
+    std::vector<uint64_t> targets;
+    targets.reserve(streams.size());
+    for (const std::shared_ptr<Stream>& stream : streams) targets.push_back(stream->enqueued());
+    for (size_t i = 0; i < streams.size(); ++i) streams[i]->waitFinished(targets[i], -1);
     // Report the earliest unreported failure (Note [Task failure rule]); a
     // concurrent query may take it first, then look again.
     for (;;) {

@@ -159,7 +159,7 @@ npuError_t npuEventGetDevice(npuEvent_t eventHandle, int* device) {
 
 npuError_t npuEventDestroy(npuEvent_t eventHandle) {
   constexpr const char* kFn = "npuEventDestroy";
-  return guarded(kFn, [&](Runtime& rt) {
+  return guardedRelease(kFn, [&](Runtime& rt) {
     // Pending versions live on in their record tasks and wait tasks.
     if (rt.events.erase(rt.events.toId(handleBits(eventHandle))) == nullptr) {
       return invalidEvent(kFn, eventHandle);

@@ -25,6 +25,9 @@ npuError_t npuMalloc(void** devPtr, size_t size) {
       *devPtr = nullptr;
       return npuSuccess;
     }
+    if (faults().fires(FaultKind::kAlloc)) [[unlikely]] {
+      return fail(npuErrorMemoryAllocation, kFn, kInjectedFault);
+    }
     const int index = Runtime::currentDevice();
     Device& device = rt.device(index);
     return rt.memory.allocate(index, size, device.capacity(), device.usedCounter(), devPtr, kFn);
@@ -33,7 +36,7 @@ npuError_t npuMalloc(void** devPtr, size_t size) {
 
 npuError_t npuFree(void* devPtr) {
   constexpr const char* kFn = "npuFree";
-  return guarded(kFn, [&](Runtime& rt) {
+  return guardedRelease(kFn, [&](Runtime& rt) {
     if (devPtr == nullptr) return npuSuccess;
     return rt.memory.free(devPtr, kFn);
   });
@@ -51,6 +54,8 @@ npuError_t npuMemcpy(void* dst, const void* src, size_t count, npuMemcpyKind kin
         s != npuSuccess) {
       return s;
     }
+    if (faults().fires(FaultKind::kCopy)) [[unlikely]]
+      return injectedFault(kFn);
     copyBytes(dst, src, count);  // `range` keeps the allocations alive meanwhile
     return npuSuccess;
   });
@@ -71,8 +76,11 @@ npuError_t npuMemcpyAsync(void* dst, const void* src, size_t count, npuMemcpyKin
         s != npuSuccess) {
       return s;
     }
+    // An injected fault fails when the copy runs (Note [Fault injection]).
+    const bool injected = faults().fires(FaultKind::kCopy);
     submit(rt, *stream,
-           makeTask<MemcpyTask>(dst, src, count, std::move(range.dst), std::move(range.src)));
+           makeTask<MemcpyTask>(dst, src, count, std::move(range.dst), std::move(range.src),
+                                injected));
     return npuSuccess;
   });
 }
@@ -85,6 +93,8 @@ npuError_t npuMemset(void* devPtr, int value, size_t count) {
     if (const npuError_t s = rt.memory.checkMemset(devPtr, count, range, kFn); s != npuSuccess) {
       return s;
     }
+    if (faults().fires(FaultKind::kCopy)) [[unlikely]]
+      return injectedFault(kFn);
     std::memset(devPtr, value, count);
     return npuSuccess;
   });
@@ -100,7 +110,8 @@ npuError_t npuMemsetAsync(void* devPtr, int value, size_t count, npuStream_t han
     if (const npuError_t s = rt.memory.checkMemset(devPtr, count, range, kFn); s != npuSuccess) {
       return s;
     }
-    submit(rt, *stream, makeTask<MemsetTask>(devPtr, value, count, std::move(range.dst)));
+    const bool injected = faults().fires(FaultKind::kCopy);  // as npuMemcpyAsync
+    submit(rt, *stream, makeTask<MemsetTask>(devPtr, value, count, std::move(range.dst), injected));
     return npuSuccess;
   });
 }
@@ -119,7 +130,7 @@ npuError_t npuMallocHost(void** ptr, size_t size) {
 
 npuError_t npuFreeHost(void* ptr) {
   constexpr const char* kFn = "npuFreeHost";
-  return guarded(kFn, [&](Runtime& rt) {
+  return guardedRelease(kFn, [&](Runtime& rt) {
     if (ptr == nullptr) return npuSuccess;
     return rt.memory.freeHost(ptr, kFn);
   });
@@ -139,7 +150,7 @@ npuError_t npuHostRegister(void* ptr, size_t size, unsigned int flags) {
 
 npuError_t npuHostUnregister(void* ptr) {
   constexpr const char* kFn = "npuHostUnregister";
-  return guarded(kFn, [&](Runtime& rt) { return rt.memory.hostUnregister(ptr, kFn); });
+  return guardedRelease(kFn, [&](Runtime& rt) { return rt.memory.hostUnregister(ptr, kFn); });
 }
 
 npuError_t npuPointerGetAttributes(npuPointerAttributes* attributes, const void* ptr) {

@@ -44,6 +44,8 @@ npuError_t launch(const char* fn, npuStream_t handle, Make&& make) {
   return guarded(fn, [&](Runtime& rt) {
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(fn, handle);
+    if (faults().fires(FaultKind::kLaunch)) [[unlikely]]
+      return injectedFault(fn);
     submit(rt, *stream, make());
     return npuSuccess;
   });
@@ -67,7 +69,7 @@ npuError_t npuStreamCreateWithPriority(npuStream_t* stream, unsigned int flags, 
 
 npuError_t npuStreamDestroy(npuStream_t handle) {
   constexpr const char* kFn = "npuStreamDestroy";
-  return guarded(kFn, [&](Runtime& rt) {
+  return guardedRelease(kFn, [&](Runtime& rt) {
     std::shared_ptr<Stream> stream = findStream(rt, handle);
     if (stream == nullptr || !stream->beginDestroy()) return invalidStream(kFn, handle);
     // Callbacks first, while the handle still works (they may enqueue).
@@ -122,9 +124,12 @@ npuError_t npuStreamSynchronizeWithTimeout(npuStream_t handle, int64_t timeoutUs
     if (stream == nullptr) return invalidStream(kFn, handle);
     // Timeouts beyond ~292 years are forever.
     const int64_t timeoutNs = timeoutUs > INT64_MAX / 1000 ? -1 : timeoutUs * 1000;
-    if (!stream->waitIdle(timeoutNs)) {
+    // The work enqueued before this call, not idleness (Note [Stream
+    // scheduling rule]): a producer that keeps enqueuing cannot starve us.
+    if (!stream->waitFinished(stream->enqueued(), timeoutNs)) {
       return fail(npuErrorTimeout, kFn,
-                  "stream " + std::to_string(stream->id()) + " still busy after " +
+                  "stream " + std::to_string(stream->id()) +
+                      " has not finished the work enqueued before the call after " +
                       std::to_string(timeoutUs) + " us");
     }
     std::string message;
@@ -138,8 +143,9 @@ npuError_t npuStreamSynchronize(npuStream_t handle) {
   return guarded(kFn, [&](Runtime& rt) {
     std::shared_ptr<Stream> stream = findStream(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
-    stream->waitIdle(-1);
-    // Only after the stream is idle (Note [Task failure rule]).
+    stream->waitFinished(stream->enqueued(), -1);  // as above
+    // Only after the work enqueued before the call has finished (Note [Task
+    // failure rule]).
     std::string message;
     if (stream->takeFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
     return npuSuccess;
@@ -227,6 +233,8 @@ npuError_t npuLaunchTask(npuStream_t handle, const npuTask* task) {
     }
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
+    if (faults().fires(FaultKind::kLaunch)) [[unlikely]]
+      return injectedFault(kFn);
     // On any error above or an exception here, release() is not called:
     // the caller keeps userData (npuLaunchTask contract). Only a copied name
     // needs a node (Note [Inline tasks] in task.h).

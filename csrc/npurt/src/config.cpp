@@ -28,6 +28,35 @@ std::string parseInteger(const char* name, uint64_t lo, uint64_t hi, uint64_t& o
   return {};
 }
 
+// NPU_SIM_FAULT=<kind>:<n> (Note [Fault injection]). Leaves the fault unset
+// if the variable is.
+std::string parseFault(Config& config) {
+  const char* raw = std::getenv("NPU_SIM_FAULT");
+  if (raw == nullptr) return {};
+  static constexpr const char* kKinds[] = {"launch", "task", "copy", "alloc"};  // npuFaultKind
+  constexpr uint64_t kMaxNth = 1'000'000'000'000;
+  const std::string_view text(raw);
+  const size_t colon = text.find(':');
+  if (colon != std::string_view::npos) {
+    const std::string_view kind = text.substr(0, colon);
+    const std::string_view count = text.substr(colon + 1);
+    uint64_t nth = 0;
+    const char* end = count.data() + count.size();
+    const auto [ptr, ec] = std::from_chars(count.data(), end, nth, 10);
+    const bool digitsOnly = !count.empty() && count.front() >= '0' && count.front() <= '9';
+    for (int k = 0; k < 4; ++k) {
+      if (kind != kKinds[k]) continue;
+      if (!digitsOnly || ec != std::errc() || ptr != end || nth < 1 || nth > kMaxNth) break;
+      config.faultKind = k;
+      config.faultNth = nth;
+      return {};
+    }
+  }
+  return "NPU_SIM_FAULT must be <kind>:<n> with kind launch, task, copy or alloc and n an "
+         "integer in [1, " +
+         std::to_string(kMaxNth) + "], got '" + std::string(text) + "'";
+}
+
 }  // namespace
 
 std::string loadConfig(Config& config) {
@@ -44,6 +73,11 @@ std::string loadConfig(Config& config) {
   if (error = parseInteger("NPU_SIM_TASK_DELAY_US", 0, 10000000, delayUs); !error.empty()) {
     return error;
   }
+  if (error = parseInteger("NPU_SIM_EXIT_TIMEOUT_MS", 0, 3600000, config.exitTimeoutMs);
+      !error.empty()) {
+    return error;
+  }
+  if (error = parseFault(config); !error.empty()) return error;
   config.deviceCount = static_cast<int>(devices);
   config.cores = static_cast<int>(cores);
   config.memoryMb = memoryMb;

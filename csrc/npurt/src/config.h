@@ -12,11 +12,16 @@
 namespace npurt::internal {
 
 struct Config {
-  int deviceCount = 2;       // NPU_SIM_DEVICE_COUNT, [1, 32]
-  int cores = 2;             // NPU_SIM_CORES, executor threads per device, [1, 256]
-  uint64_t memoryMb = 8192;  // NPU_SIM_MEMORY_MB, capacity per device, [1, 16777216]
-  uint32_t taskDelayUs = 0;  // NPU_SIM_TASK_DELAY_US, [0, 10000000]
-  std::string tracePath;     // NPU_SIM_TRACE, empty = no trace at start/exit
+  int deviceCount = 2;            // NPU_SIM_DEVICE_COUNT, [1, 32]
+  int cores = 2;                  // NPU_SIM_CORES, executor threads per device, [1, 256]
+  uint64_t memoryMb = 8192;       // NPU_SIM_MEMORY_MB, capacity per device, [1, 16777216]
+  uint32_t taskDelayUs = 0;       // NPU_SIM_TASK_DELAY_US, [0, 10000000]
+  std::string tracePath;          // NPU_SIM_TRACE, empty = no trace at start/exit
+  uint64_t exitTimeoutMs = 1000;  // NPU_SIM_EXIT_TIMEOUT_MS, [0, 3600000]
+  // NPU_SIM_FAULT=<kind>:<n>: the fault armed at start (Note [Fault
+  // injection]); faultKind is an npuFaultKind value, -1 for none.
+  int faultKind = -1;
+  uint64_t faultNth = 0;
 };
 
 // Fills `config` from the environment. Returns "" on success, otherwise the

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "event.h"
+#include "fault.h"
 #include "trace.h"
 
 namespace npurt::internal {
@@ -49,6 +50,7 @@ void Executor::start() {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_.store(false, std::memory_order_relaxed);
       sleeping_.clear();
+      for (const std::unique_ptr<Sleeper>& sleeper : sleepers_) sleeper->exited = false;
     }
     throw;
   }
@@ -89,7 +91,7 @@ void Executor::wakeAll() noexcept {
   for (const std::unique_ptr<Sleeper>& sleeper : sleepers_) sleeper->cv.notify_all();
 }
 
-void Executor::stop() noexcept {
+void Executor::stop(uint64_t deadlineNs) noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_.store(true, std::memory_order_relaxed);
@@ -102,11 +104,40 @@ void Executor::stop() noexcept {
   delayCv_.notify_all();
   wakeAll();
   std::lock_guard<std::mutex> startLock(startMutex_);
-  for (std::thread& thread : threads_) {
+  const std::thread::id self = std::this_thread::get_id();
+  {
+    // Wait (boundedly) for every worker to return from its task. exit()
+    // called from a task runs the shutdown hook on a worker thread, which
+    // cannot wait for itself.
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto allExited = [&] {
+      for (size_t i = 0; i < threads_.size(); ++i) {
+        if (!sleepers_[i]->exited && threads_[i].get_id() != self) return false;
+      }
+      return true;
+    };
+    if (deadlineNs == UINT64_MAX) {
+      exitCv_.wait(lock, allExited);
+    } else {
+      const std::chrono::steady_clock::time_point deadline{std::chrono::nanoseconds(deadlineNs)};
+      exitCv_.wait_until(lock, deadline, allExited);
+    }
+    for (size_t i = 0; i < threads_.size(); ++i) {
+      Sleeper& sleeper = *sleepers_[i];
+      sleeper.abandoned = !sleeper.exited && threads_[i].get_id() != self;
+    }
+  }
+  for (size_t i = 0; i < threads_.size(); ++i) {
+    std::thread& thread = threads_[i];
     if (!thread.joinable()) continue;
-    // exit() called from a task runs the shutdown hook on a worker thread,
-    // which cannot join itself.
-    if (thread.get_id() == std::this_thread::get_id()) {
+    bool abandoned = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      abandoned = sleepers_[i]->abandoned;
+    }
+    // Ourselves, or stuck in a task past the deadline: let it go (it only
+    // touches the leaked runtime, Note [Runtime lifetime]).
+    if (abandoned || thread.get_id() == self) {
       thread.detach();
     } else {
       thread.join();
@@ -119,6 +150,14 @@ void Executor::stop() noexcept {
   readyMask_.store(0, std::memory_order_relaxed);
 }
 
+bool Executor::ranByAbandonedWorker(const Stream* stream) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::unique_ptr<Sleeper>& sleeper : sleepers_) {
+    if (sleeper->abandoned && sleeper->running == stream) return true;
+  }
+  return false;
+}
+
 void Executor::workerLoop(int self) noexcept {
 #if defined(__linux__)
   // "npurt d<device> w<worker>", for top -H, perf and debuggers (Linux
@@ -128,11 +167,17 @@ void Executor::workerLoop(int self) noexcept {
   (void)pthread_setname_np(pthread_self(), name);
 #endif
   while (std::shared_ptr<Stream> stream = takeReady(self)) runStream(std::move(stream), self);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sleepers_[static_cast<size_t>(self)]->exited = true;
+  }
+  exitCv_.notify_all();  // the executor is never destroyed (Note [Runtime lifetime])
 }
 
 std::shared_ptr<Stream> Executor::takeReady(int self) noexcept {
   Sleeper& sleeper = *sleepers_[static_cast<size_t>(self)];
   std::unique_lock<std::mutex> lock(mutex_);
+  sleeper.running = nullptr;  // done with the last one
   for (;;) {
     if (stopping_.load(std::memory_order_relaxed)) return nullptr;
     const unsigned mask = readyMask_.load(std::memory_order_relaxed);
@@ -142,6 +187,7 @@ std::shared_ptr<Stream> Executor::takeReady(int self) noexcept {
       if (ready_[level].empty()) {
         readyMask_.store(mask & ~(1u << level), std::memory_order_relaxed);
       }
+      sleeper.running = stream.get();  // for an abandoning stop()
       return stream;
     }
     sleeper.woken = false;
@@ -256,6 +302,7 @@ void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
       if (!version.done() && version.parkUnlessDone(stream)) return;  // `stream` moved away
     }
     execute(s, task);
+    s.afterTask();  // wakes synchronize callers whose work has finished
     if (++batch >= kBatchSize || (readyMask_.load(std::memory_order_relaxed) & higher) != 0) {
       batch = 0;
       if (readyMask_.load(std::memory_order_relaxed) != 0) {
@@ -325,7 +372,16 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
   }
   char errorBuf[kErrorBufSize];
   errorBuf[0] = '\0';
-  const int status = task.run(errorBuf, sizeof errorBuf);
+  int status = 0;
+  if (isWork && faults().fires(FaultKind::kTask)) [[unlikely]] {
+    // Note [Fault injection]: fails as the task itself would, without
+    // running it (its release is still called, as for a discarded task).
+    task.discard();
+    std::snprintf(errorBuf, sizeof errorBuf, "%s", kInjectedFault);
+    status = 1;
+  } else {
+    status = task.run(errorBuf, sizeof errorBuf);
+  }
   errorBuf[sizeof errorBuf - 1] = '\0';  // a task may fill the buffer without a NUL
   // The failure is recorded before the pop, so a stream seen idle has its
   // failure visible (npuStreamQuery relies on this).

@@ -114,8 +114,15 @@ class Executor {
   void schedule(std::shared_ptr<Stream> stream) noexcept;
 
   // Stops the workers after their current task, joins them and empties the
-  // ready queue. Idempotent; thread-safe. See Note [Shutdown order].
-  void stop() noexcept;
+  // ready queue. A worker whose task has not returned by deadlineNs (on
+  // nowNs()'s clock) is abandoned: detached, left to finish its task on its
+  // own, and the stream it runs is reported by ranByAbandonedWorker().
+  // Idempotent; thread-safe. See Note [Shutdown order].
+  void stop(uint64_t deadlineNs = UINT64_MAX) noexcept;
+
+  // After stop(): true if `stream` was being run by an abandoned worker, so
+  // the worker may still touch its queue (the shutdown leaves it alone).
+  bool ranByAbandonedWorker(const Stream* stream) noexcept;
 
  private:
   void workerLoop(int self) noexcept;
@@ -153,10 +160,14 @@ class Executor {
   // never moved, so a producer may notify one after dropping mutex_.
   struct Sleeper {
     std::condition_variable cv;
-    bool woken = false;  // guarded by mutex_
+    bool woken = false;               // guarded by mutex_
+    bool exited = false;              // guarded by mutex_: workerLoop returned
+    bool abandoned = false;           // guarded by mutex_: stop() gave up on it
+    const Stream* running = nullptr;  // guarded by mutex_: taken from the ready queue
   };
 
-  std::mutex mutex_;  // guards ready_, sleeping_, Sleeper::woken, stopping_ writes
+  std::mutex mutex_;                // guards ready_, sleeping_, Sleeper fields, stopping_ writes
+  std::condition_variable exitCv_;  // a worker exited (stop() waits for them)
   std::vector<std::unique_ptr<Sleeper>> sleepers_;  // index = worker
   // Workers asleep, the most recent last (Note [Worker wake order]).
   // Capacity reserved for every worker: pushing never allocates.

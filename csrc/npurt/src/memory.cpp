@@ -2,6 +2,13 @@
 // See memory.h and Note [Memory lifetime] in csrc/npurt/README.md.
 #include "memory.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -18,6 +25,33 @@ std::string describe(const void* p) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%p", p);
   return buf;
+}
+
+// True if every page of [p, p + size) is mapped in this process (size > 0,
+// no wrap-around). mincore fails with ENOMEM on a range with an unmapped
+// page; it is asked a bounded number of pages at a time so that a huge range
+// needs no huge vector. Elsewhere than Linux: assumed mapped.
+bool rangeIsMapped(uintptr_t p, size_t size) {
+#if defined(__linux__)
+  const long pageSize = sysconf(_SC_PAGESIZE);
+  const uintptr_t page = pageSize > 0 ? static_cast<uintptr_t>(pageSize) : 4096;
+  constexpr uintptr_t kPagesPerCall = 4096;
+  unsigned char residency[kPagesPerCall];
+  uintptr_t at = p & ~(page - 1);
+  const uintptr_t end = p + size;  // the caller checked that it does not wrap
+  while (at < end) {
+    const uintptr_t pages = std::min<uintptr_t>((end - at + page - 1) / page, kPagesPerCall);
+    if (mincore(reinterpret_cast<void*>(at), pages * page, residency) != 0) {
+      if (errno == ENOMEM) return false;
+      return true;  // another error (e.g. EAGAIN): nothing says it is unmapped
+    }
+    at += pages * page;
+  }
+#else
+  (void)p;
+  (void)size;
+#endif
+  return true;
 }
 
 // std::aligned_alloc wants a multiple of the alignment; false on overflow.
@@ -243,6 +277,11 @@ npuError_t MemoryManager::hostRegister(void* ptr, size_t size, const char* funct
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   if (size > UINTPTR_MAX - p) {
     return fail(npuErrorInvalidValue, function, "range wraps around the address space");
+  }
+  if (!rangeIsMapped(p, size)) {
+    return fail(npuErrorInvalidValue, function,
+                "[" + describe(ptr) + ", +" + std::to_string(size) +
+                    ") is not mapped memory (or not all of it is)");
   }
   std::unique_lock<std::shared_mutex> lock(mutex_);
   if (findHostLocked(p, size) != host_.end()) {

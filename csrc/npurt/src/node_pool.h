@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 namespace npurt::internal {
@@ -48,7 +49,14 @@ T* makePooled(Args&&... args) {
   static_assert(alignof(T) <= NodePool::kBlockAlign, "task type over-aligned for a pool block");
   void* block = NodePool::allocate();
   try {
-    return ::new (block) T(std::forward<Args>(args)...);
+    // Aggregates (e.g. TaskQueue::OverflowNode) with braces: parenthesised
+    // aggregate initialisation is C++20 that clang < 16 lacks (the fuzz
+    // build uses clang).
+    if constexpr (std::is_aggregate_v<T>) {
+      return ::new (block) T{std::forward<Args>(args)...};
+    } else {
+      return ::new (block) T(std::forward<Args>(args)...);
+    }
   } catch (...) {
     NodePool::release(block);
     throw;

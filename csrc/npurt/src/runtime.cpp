@@ -2,18 +2,39 @@
 // See Note [Runtime lifetime] in runtime.h.
 #include "runtime.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
+#include "clock.h"
 #include "errors.h"
+#include "fault.h"
 
 namespace npurt::internal {
 namespace {
 
 void shutdownHook() { Runtime::instance().shutdown(); }
 
+// The runtime once it is up, for the fork handler (which must not build it).
+std::atomic<Runtime*> gInitialised{nullptr};
+// Note [Fork]: set in the child of a parent whose runtime was up.
+std::atomic<bool> gInBadFork{false};
+
+// pthread_atfork child handler. Takes no lock and allocates nothing: the
+// child has one thread, and locks other parent threads held stay held.
+void forkChild() {
+  Runtime* const runtime = gInitialised.load(std::memory_order_relaxed);
+  if (runtime == nullptr) return;  // never initialised: the child may use npurt
+  gInBadFork.store(true, std::memory_order_relaxed);
+  runtime->markForkedChild();
+}
+
 }  // namespace
+
+bool inBadFork() noexcept { return gInBadFork.load(std::memory_order_relaxed); }
 
 Device::Device(int index, int cores, size_t capacity, Trace& trace,
                const std::atomic<uint32_t>& globalDelayUs)
@@ -47,7 +68,12 @@ void Device::pruneLocked() {
 
 void Device::discardAllForShutdown() noexcept {
   std::lock_guard<std::mutex> lock(streamsMutex_);
-  for (const std::shared_ptr<Stream>& stream : streams_) stream->discardAllForShutdown();
+  for (const std::shared_ptr<Stream>& stream : streams_) {
+    // A stream whose executor thread was abandoned in a task is still that
+    // thread's to consume: left as it is (Note [Shutdown order]).
+    if (executor_.ranByAbandonedWorker(stream.get())) continue;
+    stream->discardAllForShutdown();
+  }
 }
 
 Runtime& Runtime::instance() {
@@ -70,6 +96,16 @@ Runtime::Runtime() {
     devices_.push_back(std::make_unique<Device>(i, config_.cores, capacity, trace, globalDelayUs));
   }
   if (!config_.tracePath.empty()) trace.start();
+  if (config_.faultKind >= 0) {
+    faults().arm(static_cast<FaultKind>(config_.faultKind), config_.faultNth);  // NPU_SIM_FAULT
+  }
+  // Note [Fork]: no prepare or parent handler (nothing to lock); the child
+  // handler only flips the state. Registered once per process: a good child
+  // that builds its own runtime adds a second, identical, harmless one.
+  gInitialised.store(this, std::memory_order_release);
+  if (pthread_atfork(nullptr, nullptr, &forkChild) != 0) {
+    std::fputs("npurt: warning: pthread_atfork failed; a forked child may hang\n", stderr);
+  }
   // Last, once everything the hook touches exists. If registration fails the
   // runtime still works; exit then skips the orderly shutdown (the executor
   // threads die with the process).
@@ -83,9 +119,22 @@ int& Runtime::currentDevice() noexcept {
   return device;
 }
 
+void Runtime::markForkedChild() noexcept {
+  int expected = kReady;
+  // kInitFailed keeps its own message; kShutdown (forked during exit)
+  // becomes kForked too: the child's hook must not touch the parent's threads.
+  if (!state_.compare_exchange_strong(expected, kForked, std::memory_order_relaxed)) {
+    if (expected == kShutdown) state_.store(kForked, std::memory_order_relaxed);
+  }
+}
+
 npuError_t Runtime::admitSlow(const char* function) const noexcept {
-  if (state_.load(std::memory_order_acquire) == kInitFailed) {
-    return fail(npuErrorInitializationError, function, initError_);
+  const int state = state_.load(std::memory_order_acquire);
+  if (state == kInitFailed) return fail(npuErrorInitializationError, function, initError_);
+  if (state == kForked) {
+    return fail(npuErrorInitializationError, function,
+                "npurt was initialised in the parent process and cannot be used in a forked "
+                "child (its executor threads do not exist here); use the 'spawn' start method");
   }
   return fail(npuErrorRuntimeShutdown, function, "the runtime is shutting down (process exit)");
 }
@@ -123,8 +172,11 @@ void Runtime::shutdown() noexcept {
   int expected = kReady;
   // 1. Stop accepting work. release: pairs with admit()'s acquire.
   if (!state_.compare_exchange_strong(expected, kShutdown, std::memory_order_acq_rel)) return;
-  // 2.-3. Each executor finishes the task it is running; wake and join.
-  for (const std::unique_ptr<Device>& device : devices_) device->executor().stop();
+  // 2.-3. Each executor finishes the task it is running; wake and join. A
+  //    task still running at the deadline (NPU_SIM_EXIT_TIMEOUT_MS from now,
+  //    for all devices together) is abandoned with its thread.
+  const uint64_t deadline = nowNs() + config_.exitTimeoutMs * 1'000'000;
+  for (const std::unique_ptr<Device>& device : devices_) device->executor().stop(deadline);
   // 4. Discard what is still queued (calling release). Completes pending
   //    event versions too, so no host thread stays blocked on one.
   for (const std::unique_ptr<Device>& device : devices_) device->discardAllForShutdown();

@@ -75,6 +75,10 @@ class Device {
   std::vector<std::shared_ptr<Stream>> streams_;  // see streams()
 };
 
+// Note [Fork]: true in the forked child of a process whose runtime was up.
+// Thread-safe; needs no runtime.
+bool inBadFork() noexcept;
+
 class Runtime {
  public:
   // The runtime; see Note [Runtime lifetime]. Thread-safe.
@@ -94,6 +98,9 @@ class Runtime {
       return npuSuccess;
     return admitSlow(function);
   }
+
+  // True once the exit hook has begun (Note [Shutdown order]).
+  bool shutDown() const noexcept { return state_.load(std::memory_order_acquire) == kShutdown; }
 
   const Config& config() const noexcept { return config_; }
   int deviceCount() const noexcept { return static_cast<int>(devices_.size()); }
@@ -117,8 +124,14 @@ class Runtime {
   // The atexit hook's body; see Note [Shutdown order]. Idempotent.
   void shutdown() noexcept;
 
+  // Note [Fork] in csrc/npurt/README.md. Called in the child of a fork by
+  // the pthread_atfork handler (the child is single-threaded then): makes
+  // every later call fail with npuErrorInitializationError and the exit hook
+  // do nothing.
+  void markForkedChild() noexcept;
+
  private:
-  enum State : int { kReady, kInitFailed, kShutdown };
+  enum State : int { kReady, kInitFailed, kShutdown, kForked };
 
   npuError_t admitSlow(const char* function) const noexcept;
 

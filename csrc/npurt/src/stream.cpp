@@ -50,44 +50,55 @@ uint64_t Stream::enqueue(const InlineTask& task) {
 }
 
 void Stream::notifyIdle() noexcept {
-  // Dekker pair with waitIdle, without a fence (ThreadSanitizer does not
-  // model fences): an RMW on idleWaiters_, after the owner's last store of
-  // the finished count. If it comes before a waiter's increment (reads 0),
-  // the waiter's seq_cst increment reads our write and synchronizes with it,
-  // so the waiter's following load sees our finished count; otherwise we
-  // see the waiter here.
+  // Dekker pair with waitFinished, without a fence (ThreadSanitizer does
+  // not model fences): an RMW on idleWaiters_, after the owner's last store
+  // of the finished count. If it comes before a waiter's increment (reads
+  // 0), the waiter's seq_cst increment reads our write and synchronizes with
+  // it, so the waiter's following load sees our finished count; otherwise
+  // we see the waiter here.
   if (idleWaiters_.fetch_add(0, std::memory_order_seq_cst) == 0) return;
-  // Somebody waits: worth a look at the tail word. Not idle means more work
-  // is coming, and the owner calls us again after it.
-  if (!idle()) return;
+  wakeWaiters();
+}
+
+void Stream::wakeWaiters() noexcept {
   {
     // Taking the mutex orders us after a waiter that checked the count but
     // has not blocked yet: it is either before its check or inside wait().
     std::lock_guard<std::mutex> lock(mutex_);
+    waitTarget_.store(UINT64_MAX, std::memory_order_relaxed);  // waiters publish again
   }
   idleCv_.notify_all();
 }
 
-bool Stream::waitIdle(int64_t timeoutNs) {
+bool Stream::waitFinished(uint64_t target, int64_t timeoutNs) {
+  const auto reached = [&] { return finished().load(std::memory_order_acquire) >= target; };
   // Note [Spin before blocking].
   const uint64_t spinNs =
       timeoutNs < 0 ? kSpinBeforeBlockNs
                     : std::min<uint64_t>(kSpinBeforeBlockNs, static_cast<uint64_t>(timeoutNs));
-  if (spinUntil([this] { return idle(); }, spinNs)) return true;
-  if (timeoutNs >= 0) timeoutNs -= static_cast<int64_t>(spinNs);  // spent polling
+  if (spinUntil(reached, spinNs)) return true;
+  const uint64_t deadline =
+      timeoutNs < 0 ? UINT64_MAX : nowNs() + static_cast<uint64_t>(timeoutNs) - spinNs;
   std::unique_lock<std::mutex> lock(mutex_);
   idleWaiters_.fetch_add(1, std::memory_order_seq_cst);
-  const auto isIdle = [this] {
-    const uint64_t enqueued = queue_.enqueued();
-    return finished().load(std::memory_order_seq_cst) >= enqueued;
-  };
-  bool done = true;
-  if (timeoutNs < 0) {
-    idleCv_.wait(lock, isIdle);
-  } else {
-    done = idleCv_.wait_for(lock, std::chrono::nanoseconds(timeoutNs), isIdle);
+  bool done = false;
+  for (;;) {
+    // Publish (again: the owner resets it when it wakes us) the smallest
+    // target, then look: see Note [Stream progress] for the race this leaves.
+    if (waitTarget_.load(std::memory_order_relaxed) > target) {
+      waitTarget_.store(target, std::memory_order_seq_cst);
+    }
+    if (finished().load(std::memory_order_seq_cst) >= target) {
+      done = true;
+      break;
+    }
+    const uint64_t now = nowNs();
+    if (now >= deadline) break;
+    idleCv_.wait_for(lock, std::chrono::nanoseconds(std::min(deadline - now, kWaitSliceNs)));
   }
   idleWaiters_.fetch_sub(1, std::memory_order_relaxed);
+  // A target of ours left in waitTarget_ costs the owner one spurious
+  // wakeWaiters() when it is reached.
   return done;
 }
 

@@ -23,10 +23,19 @@
 // one counter publishes both "the stream is idle" and "the record task has
 // run", so no observer can see one without the other.
 //
-// Idle waiters (npuStreamSynchronize) cost the hot path nothing: the owner
-// that finds nothing published looks at idleWaiters_, and reads the tail
-// word and takes the mutex only if somebody waits (a Dekker pair through seq_cst operations, see
-// notifyIdle and waitIdle).
+// Synchronize waits for the tasks enqueued before the call, not for
+// idleness: it takes the ticket count at the call as its target and waits
+// until the finished count reaches it, so a producer that keeps enqueuing
+// cannot starve it. Waiters cost the hot path one relaxed load per task:
+// a blocked waiter publishes its target (waitTarget_, the smallest one), and
+// the owner compares it with the finished count after each task and wakes
+// the waiters when it is reached (afterTask). That load may miss a target
+// published at the same moment (a store and a load on different lines can
+// pass each other); two things close the gap: the owner that finds nothing
+// published looks at idleWaiters_ through a seq_cst RMW, a Dekker pair
+// with the waiter's increment (see notifyIdle and waitFinished), and a
+// blocked waiter re-checks every kWaitSliceNs, which bounds the lateness
+// of a wake-up missed while the owner goes on with a long task.
 //
 // Thread safety: enqueue, idle/query/wait, failure and delay functions are
 // thread-safe. queue() consumer functions belong to the owner.
@@ -51,6 +60,10 @@ class Executor;
 constexpr int kPriorityLevels = 4;
 constexpr int kGreatestPriority = -3;
 constexpr int kLeastPriority = 0;
+
+// Longest a blocked synchronize sleeps before it looks at the finished count
+// again (Note [Stream progress]): the bound on a wake-up the owner missed.
+constexpr uint64_t kWaitSliceNs = 1'000'000;
 
 // A stream's finished count, in a block of its own so that event versions
 // can keep it (and not the stream with its ring) alive. Written only by the
@@ -94,13 +107,26 @@ class Stream : public std::enable_shared_from_this<Stream> {
     return finished().load(std::memory_order_acquire) >= enqueued;
   }
 
-  // Blocks until idle(). With timeoutNs >= 0, gives up after that long and
-  // returns false. Thread-safe.
-  bool waitIdle(int64_t timeoutNs);
+  // Tickets handed out so far (ring entries): the target of a
+  // synchronize that waits for the work enqueued before it. Thread-safe.
+  uint64_t enqueued() const noexcept { return queue_.enqueued(); }
 
-  // Wakes waitIdle() callers if the stream is idle; called by the owner
-  // when nothing is published at the queue's front (after publishing the
-  // last finished count), and at shutdown.
+  // Blocks until every task with a ticket below `target` has finished
+  // (Note [Stream progress]); tasks enqueued later are not waited for. With
+  // timeoutNs >= 0, gives up after that long and returns false. Thread-safe.
+  bool waitFinished(uint64_t target, int64_t timeoutNs);
+
+  // Owner only, after each task: wakes waitFinished() callers whose target
+  // the finished count has reached. Hot path: one relaxed load and a compare
+  // unless somebody waits.
+  void afterTask() noexcept {
+    if (waitTarget_.load(std::memory_order_relaxed) <= queue_.head()) [[unlikely]]
+      wakeWaiters();
+  }
+
+  // Wakes waitFinished() callers if any; called by the owner when nothing is
+  // published at the queue's front (after publishing the last finished
+  // count), and at shutdown.
   void notifyIdle() noexcept;
 
   // --- Failure state (Note [Task failure rule] in csrc/npurt/README.md) ---
@@ -176,9 +202,16 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::atomic<bool> destroying_{false};
   std::atomic<bool> destroyed_{false};
 
+  // Under mutex_: resets waitTarget_ and wakes every waiter (each one
+  // publishes its target again if it still waits).
+  void wakeWaiters() noexcept;
+
   mutable std::mutex mutex_;         // guards the condition variable and failure fields
-  std::condition_variable idleCv_;   // signalled when the stream becomes idle
-  std::atomic<int> idleWaiters_{0};  // threads in waitIdle()
+  std::condition_variable idleCv_;   // signalled when a waiter's target may be reached
+  std::atomic<int> idleWaiters_{0};  // threads in waitFinished()
+  // Smallest target of the threads blocked in waitFinished(), UINT64_MAX if
+  // none. Written under mutex_, read by the owner after each task.
+  std::atomic<uint64_t> waitTarget_{UINT64_MAX};
   std::atomic<bool> failed_{false};  // a failure is held (fast check for the executor)
   std::string failureMessage_;       // guarded by mutex_
   uint64_t failureSequence_ = 0;     // guarded by mutex_

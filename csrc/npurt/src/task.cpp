@@ -6,6 +6,8 @@
 #include <cstring>
 #include <exception>
 
+#include "fault.h"
+
 namespace npurt::internal {
 
 UserTask::UserTask(const npuTask& task) : Task(TaskKind::kWork), task_(task), name_(task.name) {
@@ -122,12 +124,20 @@ void copyBytes(void* dst, const void* src, size_t count) noexcept {
   }
 }
 
-int MemcpyTask::run(char* /*errorBuf*/, size_t /*errorBufSize*/) noexcept {
+int MemcpyTask::run(char* errorBuf, size_t errorBufSize) noexcept {
+  if (injected_) [[unlikely]] {
+    std::snprintf(errorBuf, errorBufSize, "%s", kInjectedFault);
+    return 1;
+  }
   copyBytes(dst_, src_, count_);
   return 0;
 }
 
-int MemsetTask::run(char* /*errorBuf*/, size_t /*errorBufSize*/) noexcept {
+int MemsetTask::run(char* errorBuf, size_t errorBufSize) noexcept {
+  if (injected_) [[unlikely]] {
+    std::snprintf(errorBuf, errorBufSize, "%s", kInjectedFault);
+    return 1;
+  }
   std::memset(dst_, value_, count_);
   return 0;
 }

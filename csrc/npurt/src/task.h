@@ -105,19 +105,23 @@ enum class InlineKind : uint32_t {
 // A task by value: 48 bytes, trivially copyable. The ring stores it encoded
 // (Note [Ring entries]); the overflow list and the executor hold it as is.
 struct InlineTask {
+  // The union's members (named types: ISO C++ has no anonymous structs).
+  struct HostFnFields {
+    npuHostFn_t fn;
+    void* userData;
+  };
+  struct UserFields {
+    const char* name;
+    int (*run)(void*, char*, size_t);
+    void (*release)(void*);
+    void* userData;
+  };
+
   InlineKind kind = InlineKind::kNode;
   uint64_t enqueueNs = 0;  // steady-clock ns at enqueue, 0 when tracing was off
   union {
-    struct {
-      npuHostFn_t fn;
-      void* userData;
-    } hostFn;
-    struct {
-      const char* name;
-      int (*run)(void*, char*, size_t);
-      void (*release)(void*);
-      void* userData;
-    } user;
+    HostFnFields hostFn;
+    UserFields user;
     Task* node;
   };
 
@@ -182,12 +186,14 @@ class UserTask final : public Task {
 // Note [Memory lifetime] in csrc/npurt/README.md.
 class MemcpyTask final : public Task {
  public:
+  // injected: fail when run, copying nothing (Note [Fault injection]).
   MemcpyTask(void* dst, const void* src, size_t count, std::shared_ptr<Allocation> dstAlloc,
-             std::shared_ptr<Allocation> srcAlloc) noexcept
+             std::shared_ptr<Allocation> srcAlloc, bool injected) noexcept
       : Task(TaskKind::kWork),
         dst_(dst),
         src_(src),
         count_(count),
+        injected_(injected),
         dstAlloc_(std::move(dstAlloc)),
         srcAlloc_(std::move(srcAlloc)) {}
   const char* name() const noexcept override { return "npuMemcpyAsync"; }
@@ -197,6 +203,7 @@ class MemcpyTask final : public Task {
   void* dst_;
   const void* src_;
   size_t count_;
+  bool injected_;
   std::shared_ptr<Allocation> dstAlloc_;
   std::shared_ptr<Allocation> srcAlloc_;
 };
@@ -204,8 +211,14 @@ class MemcpyTask final : public Task {
 // npuMemsetAsync; holds its allocation like MemcpyTask.
 class MemsetTask final : public Task {
  public:
-  MemsetTask(void* dst, int value, size_t count, std::shared_ptr<Allocation> alloc) noexcept
-      : Task(TaskKind::kWork), dst_(dst), value_(value), count_(count), alloc_(std::move(alloc)) {}
+  MemsetTask(void* dst, int value, size_t count, std::shared_ptr<Allocation> alloc,
+             bool injected) noexcept
+      : Task(TaskKind::kWork),
+        dst_(dst),
+        value_(value),
+        count_(count),
+        injected_(injected),
+        alloc_(std::move(alloc)) {}
   const char* name() const noexcept override { return "npuMemsetAsync"; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
 
@@ -213,6 +226,7 @@ class MemsetTask final : public Task {
   void* dst_;
   int value_;
   size_t count_;
+  bool injected_;
   std::shared_ptr<Allocation> alloc_;
 };
 

@@ -9,11 +9,19 @@
 //   pending    long delayed chains on several streams of two devices, plus a
 //              stream parked on an event whose record is queued behind a chain
 //   trace      a few finished tasks and a pending chain (run with NPU_SIM_TRACE)
+//   blocked    a task that never returns (waits on a flag nobody sets), with
+//              a pending chain on another stream of the same device
+//   fork       pending work, then fork(); the child checks that calls fail
+//              with npuErrorInitializationError and returns from main (its
+//              exit hook must do nothing); the parent prints child_status=N
 //   late-call  also launch on a live stream from an atexit hook that runs
 //              after the runtime's own (expects npuErrorRuntimeShutdown)
+//   late-free  also free memory and destroy a stream and an event from that
+//              hook (expects npuSuccess from each: harmless no-ops)
 // Prints "ok" lines on stdout; exits non-zero if a check made at exit fails:
 // 3 a call before exit failed, 4 released != launched, 5 late call not
-// refused with npuErrorRuntimeShutdown.
+// refused with npuErrorRuntimeShutdown, 6 a late free did not succeed.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -34,6 +42,13 @@ std::atomic<long> gReleased{0};
 std::atomic<long> gRan{0};
 npuStream_t gLiveStream = nullptr;
 bool gLateCall = false;
+bool gLateFree = false;
+bool gForkChild = false;  // the child of "fork" mode
+// Released by the late-free hook.
+void* gLateDevice = nullptr;
+void* gLateHost = nullptr;
+char gLateRegistered[4096];
+npuEvent_t gLateEvent = nullptr;
 
 // Counts its own release: the runtime must call it exactly once, after the
 // task ran or when it was discarded at exit.
@@ -61,10 +76,32 @@ void check(npuError_t status, const char* what) {
 // Registered before the first npurt call, so it runs after the runtime's own
 // exit hook (atexit handlers run in reverse order of registration).
 void afterRuntimeShutdown() {
+  if (gForkChild) {
+    // The runtime's hook did nothing here (Note [Fork]): nothing was
+    // discarded, and the parent's threads were not touched.
+    std::printf("child exit hooks ok\n");
+    std::fflush(stdout);
+    return;
+  }
   std::printf("launched=%ld released=%ld ran=%ld\n", gLaunched.load(), gReleased.load(),
               gRan.load());
   std::fflush(stdout);
   if (gLaunched.load() != gReleased.load()) _exit(4);
+  if (gLateFree) {
+    const npuError_t statuses[] = {
+        npuFree(gLateDevice),
+        npuFreeHost(gLateHost),
+        npuHostUnregister(gLateRegistered),
+        npuEventDestroy(gLateEvent),
+        npuStreamDestroy(gLiveStream),
+        npuFree(gLateRegistered),  // not even an allocation: still a no-op
+    };
+    for (const npuError_t status : statuses) {
+      std::printf("late_free=%s\n", npuGetErrorName(status));
+      if (status != npuSuccess) _exit(6);
+    }
+    std::fflush(stdout);
+  }
   if (!gLateCall || gLiveStream == nullptr) return;
   npuError_t late = npuLaunchHostFunc(
       gLiveStream, [](void*) {}, nullptr);
@@ -121,6 +158,74 @@ int runPending() {
   return 0;  // exit with all of that pending
 }
 
+// Allocates what the late-free hook releases.
+void prepareLateFree() {
+  check(npuMalloc(&gLateDevice, 1024), "npuMalloc");
+  check(npuMallocHost(&gLateHost, 1024), "npuMallocHost");
+  check(npuHostRegister(gLateRegistered, sizeof gLateRegistered, 0), "npuHostRegister");
+  check(npuEventCreate(&gLateEvent), "npuEventCreate");
+}
+
+// A task that never returns: the exit hook must give up on it.
+std::atomic<bool> gNeverSet{false};
+std::atomic<bool> gBlockedStarted{false};
+
+int runBlocked() {
+  npuStream_t blocked = nullptr;
+  npuStream_t other = nullptr;
+  check(npuStreamCreate(&blocked), "npuStreamCreate");
+  check(npuStreamCreate(&other), "npuStreamCreate");
+  check(npuLaunchHostFunc(
+            blocked,
+            [](void*) {
+              gBlockedStarted = true;
+              while (!gNeverSet.load()) usleep(1000);
+            },
+            nullptr),
+        "npuLaunchHostFunc");
+  // Behind the blocked task: never released (its stream is left alone).
+  check(npuLaunchHostFunc(
+            blocked, [](void*) {}, nullptr),
+        "npuLaunchHostFunc");
+  while (!gBlockedStarted.load()) usleep(100);
+  check(npuStreamSetTaskDelay(other, 50'000), "delay");
+  queueChain(other, 100);  // discarded and released as usual
+  gLiveStream = other;
+  std::printf("ok blocked\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+int runFork() {
+  npuStream_t s = nullptr;
+  check(npuStreamCreate(&s), "npuStreamCreate");
+  check(npuStreamSetTaskDelay(s, 50'000), "delay");
+  queueChain(s, 100);  // the executors are busy at the fork
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) fail("fork");
+  if (pid == 0) {
+    gForkChild = true;
+    int state = -1;
+    if (npuGetForkState(&state) != npuSuccess || state != 1) _exit(20);
+    if (npuStreamSynchronize(s) != npuErrorInitializationError) _exit(21);
+    if (std::strstr(npuGetLastErrorMessage(), "forked child") == nullptr) _exit(22);
+    if (npuLaunchHostFunc(
+            s, [](void*) {}, nullptr) != npuErrorInitializationError) {
+      _exit(23);
+    }
+    std::printf("child ok\n");
+    std::fflush(stdout);
+    return 0;  // exit(): the runtime's hook runs in the child and must do nothing
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) fail("waitpid");
+  std::printf("child_status=%d\n",
+              WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  std::fflush(stdout);
+  return 0;
+}
+
 int runTrace() {
   npuStream_t a = nullptr;
   npuStream_t b = nullptr;
@@ -143,22 +248,27 @@ int runTrace() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3 || (argc == 3 && std::string(argv[2]) != "late-call")) {
-    std::fprintf(stderr, "usage: %s idle|pending|trace [late-call]\n", argv[0]);
+  const std::string late = argc == 3 ? argv[2] : "";
+  if (argc < 2 || argc > 3 || (argc == 3 && late != "late-call" && late != "late-free")) {
+    std::fprintf(stderr, "usage: %s idle|pending|blocked|trace [late-call|late-free]\n", argv[0]);
     return 2;
   }
-  gLateCall = argc == 3;
+  gLateCall = late == "late-call";
+  gLateFree = late == "late-free";
   std::atexit(&afterRuntimeShutdown);
   int count = 0;
   check(npuGetDeviceCount(&count), "npuGetDeviceCount");
   if (count < 2) fail("needs 2 devices");
   const std::string mode = argv[1];
+  if (gLateFree) prepareLateFree();
   if (mode == "idle") {
     std::printf("ok idle\n");
     return 0;
   }
   if (mode == "pending") return runPending();
   if (mode == "trace") return runTrace();
+  if (mode == "blocked") return runBlocked();
+  if (mode == "fork") return runFork();
   std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
   return 2;
 }

@@ -40,15 +40,17 @@ TEST_P(ConfigBadValueTest, EveryCallFailsWithAMessageNamingTheVariable) {
 
 INSTANTIATE_TEST_SUITE_P(
     BadValues, ConfigBadValueTest,
-    ::testing::Values(BadValue{"NPU_SIM_DEVICE_COUNT", "0"}, BadValue{"NPU_SIM_DEVICE_COUNT", "33"},
-                      BadValue{"NPU_SIM_DEVICE_COUNT", "abc"},
-                      BadValue{"NPU_SIM_DEVICE_COUNT", "-1"},
-                      BadValue{"NPU_SIM_DEVICE_COUNT", "2x"}, BadValue{"NPU_SIM_CORES", "0"},
-                      BadValue{"NPU_SIM_CORES", "257"}, BadValue{"NPU_SIM_CORES", "abc"},
-                      BadValue{"NPU_SIM_MEMORY_MB", "x"}, BadValue{"NPU_SIM_MEMORY_MB", "0"},
-                      BadValue{"NPU_SIM_MEMORY_MB", "16777217"},
-                      BadValue{"NPU_SIM_TASK_DELAY_US", "-5"},
-                      BadValue{"NPU_SIM_TASK_DELAY_US", "10000001"}),
+    ::testing::Values(
+        BadValue{"NPU_SIM_DEVICE_COUNT", "0"}, BadValue{"NPU_SIM_DEVICE_COUNT", "33"},
+        BadValue{"NPU_SIM_DEVICE_COUNT", "abc"}, BadValue{"NPU_SIM_DEVICE_COUNT", "-1"},
+        BadValue{"NPU_SIM_DEVICE_COUNT", "2x"}, BadValue{"NPU_SIM_CORES", "0"},
+        BadValue{"NPU_SIM_CORES", "257"}, BadValue{"NPU_SIM_CORES", "abc"},
+        BadValue{"NPU_SIM_MEMORY_MB", "x"}, BadValue{"NPU_SIM_MEMORY_MB", "0"},
+        BadValue{"NPU_SIM_MEMORY_MB", "16777217"}, BadValue{"NPU_SIM_TASK_DELAY_US", "-5"},
+        BadValue{"NPU_SIM_TASK_DELAY_US", "10000001"}, BadValue{"NPU_SIM_EXIT_TIMEOUT_MS", "abc"},
+        BadValue{"NPU_SIM_EXIT_TIMEOUT_MS", "3600001"}, BadValue{"NPU_SIM_FAULT", "alloc"},
+        BadValue{"NPU_SIM_FAULT", "alloc:0"}, BadValue{"NPU_SIM_FAULT", "oops:1"},
+        BadValue{"NPU_SIM_FAULT", "task:x"}, BadValue{"NPU_SIM_FAULT", "copy:-1"}),
     [](const ::testing::TestParamInfo<BadValue>& p) {
       std::string name = std::string(p.param.variable).substr(8) + "_" + std::to_string(p.index);
       return name;

@@ -1,7 +1,9 @@
 // Covers Note [Shutdown order]: a process that returns from main with work
 // pending exits with status 0, promptly (queued work is discarded, not
 // drained), calls release of every discarded task, refuses later work with
-// npuErrorRuntimeShutdown and writes the NPU_SIM_TRACE file. No death tests:
+// npuErrorRuntimeShutdown (frees and destroys succeed as no-ops), gives up on
+// a task that never returns after NPU_SIM_EXIT_TIMEOUT_MS and writes the
+// NPU_SIM_TRACE file. No death tests:
 // each case runs npurt_exit_helper (exit_helper.cpp) as a child process.
 #include <unistd.h>
 
@@ -67,6 +69,47 @@ TEST_F(ExitTest, CallsAfterShutdownReturnRuntimeShutdown) {
   ASSERT_TRUE(r.exited) << r.describe();
   EXPECT_NE(r.output.find("late_launch=npuErrorRuntimeShutdown"), std::string::npos) << r.output;
   EXPECT_EQ(r.exitCode, 0) << r.describe();
+}
+
+TEST_F(ExitTest, FreesAfterShutdownAreHarmlessNoOps) {
+  ChildResult r = runHelper({"pending", "late-free"});
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_NE(r.output.find("late_free=npuSuccess"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("late_free=npuError"), std::string::npos) << r.output;
+}
+
+TEST_F(ExitTest, ATaskThatNeverReturnsDoesNotBlockExit) {
+  const auto start = std::chrono::steady_clock::now();
+  ChildResult r = runHelper({"blocked"});
+  const auto seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(r.timedOut) << "exit waited for the blocked task: " << r.describe();
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_NE(r.output.find("ok blocked"), std::string::npos) << r.output;
+  // The other stream's chain is discarded and released as usual.
+  EXPECT_NE(r.output.find("launched=100 released=100"), std::string::npos) << r.output;
+  RecordProperty("exit_seconds", std::to_string(seconds));
+}
+
+TEST_F(ExitTest, ExitTimeoutIsConfigurable) {
+  ChildResult r = runHelper({"blocked", "late-free"}, {{"NPU_SIM_EXIT_TIMEOUT_MS", "0"}});
+  ASSERT_FALSE(r.timedOut) << r.describe();
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_EQ(r.output.find("late_free=npuError"), std::string::npos) << r.output;
+}
+
+TEST_F(ExitTest, ForkedChildOfAnInitialisedParentExitsCleanly) {
+  // Note [Fork]: the child's exit hook must not join the parent's threads.
+  ChildResult r = runHelper({"fork"});
+  ASSERT_FALSE(r.timedOut) << r.describe();
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_NE(r.output.find("child ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("child exit hooks ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("child_status=0"), std::string::npos) << r.output;
 }
 
 TEST_F(ExitTest, TraceFileIsWrittenAtExit) {

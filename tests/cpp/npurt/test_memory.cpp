@@ -4,9 +4,13 @@
 // memset, range checks against live allocations, direction mismatches,
 // npuFree while an asynchronous copy is queued, host registration, pointer
 // attributes and pinned host memory. See Note [Memory lifetime].
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "test_util.h"
@@ -298,6 +302,22 @@ TEST_F(MemoryTest, HostRegisterAndUnregister) {
   EXPECT_EQ(attr.type, npuMemoryTypeUnregistered);
   ASSERT_NPU_OK(npuHostRegister(p, 4096, 0)) << "re-register after unregister";
   ASSERT_NPU_OK(npuHostUnregister(p));
+}
+
+TEST_F(MemoryTest, HostRegisterRejectsUnmappedMemory) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* raw = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(raw, MAP_FAILED);
+  char* p = static_cast<char*>(raw);
+  ASSERT_EQ(munmap(p + page, page), 0);  // a hole in the middle
+  EXPECT_NPU(npuErrorInvalidValue, npuHostRegister(p, 3 * page, 0)) << "spans the hole";
+  EXPECT_NE(std::string(npuGetLastErrorMessage()).find("not mapped"), std::string::npos);
+  EXPECT_NPU(npuErrorInvalidValue, npuHostRegister(p + page + 8, 16, 0)) << "inside the hole";
+  ASSERT_NPU_OK(npuHostRegister(p, page, 0)) << "the mapped first page";
+  ASSERT_NPU_OK(npuHostUnregister(p));
+  ASSERT_EQ(munmap(p, page), 0);
+  ASSERT_EQ(munmap(p + 2 * page, page), 0);
+  EXPECT_NPU(npuErrorInvalidValue, npuHostRegister(p, 3 * page, 0)) << "mmap'ed, then munmap'ed";
 }
 
 TEST_F(MemoryTest, UnregisteringUnknownHostMemoryIsNotRegistered) {

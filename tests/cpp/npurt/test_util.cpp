@@ -89,6 +89,9 @@ void NpurtTest::TearDown() {
   }
   (void)npuSetDevice(0);
   (void)npuSetTaskDelay(0);
+  for (npuFaultKind kind : {npuFaultLaunch, npuFaultTask, npuFaultCopy, npuFaultAlloc}) {
+    (void)npuSetFaultInjection(kind, 0);
+  }
   (void)npuTraceStop();
 }
 

@@ -25,6 +25,11 @@
  * stores a human-readable message, retrievable on the same thread with
  * npuGetLastErrorMessage(). No function throws or aborts.
  *
+ * Process exit (Note [Shutdown order]): once the runtime's atexit hook has
+ * begun, npuFree, npuFreeHost, npuHostUnregister, npuEventDestroy and
+ * npuStreamDestroy do nothing and return npuSuccess (so static destructors
+ * may free); every other call returns npuErrorRuntimeShutdown.
+ *
  * Thread safety: unless a function says otherwise, it may be called from any
  * number of host threads at once.
  *
@@ -54,8 +59,9 @@ typedef enum npuError_t {
   npuErrorInvalidValue = 1,
   /* Device memory capacity exceeded, or host allocation failed. */
   npuErrorMemoryAllocation = 2,
-  /* Runtime configuration (environment variables) is invalid. Sticky: every
-   * later call fails the same way. */
+  /* Runtime configuration (environment variables) is invalid, or this is a
+   * forked child of a process that used npurt (npuGetForkState). Sticky:
+   * every later call fails the same way. */
   npuErrorInitializationError = 3,
   /* Device ordinal out of [0, device count). */
   npuErrorInvalidDevice = 4,
@@ -81,7 +87,8 @@ typedef enum npuError_t {
   npuErrorHostMemoryAlreadyRegistered = 13,
   /* Pointer is not the start of a registered host range. */
   npuErrorHostMemoryNotRegistered = 14,
-  /* The runtime is shutting down (process exit in progress). */
+  /* The runtime is shutting down (process exit in progress). Frees and
+ * destroys return npuSuccess instead (see the top of this file). */
   npuErrorRuntimeShutdown = 15,
   /* Operation not supported by the simulated device. */
   npuErrorNotSupported = 16,
@@ -101,6 +108,18 @@ NPURT_API const char* npuGetErrorString(npuError_t error);
  * if no call failed yet. The pointer stays valid until the next npurt call on
  * this thread. Thread-local. */
 NPURT_API const char* npuGetLastErrorMessage(void);
+
+/* [out] inForkedChild: 1 if this process is the fork() child of a process
+ * whose runtime was initialised, 0 otherwise. In such a child every other
+ * npurt call (except the status-name, last-message and timestamp functions)
+ * returns npuErrorInitializationError with a message naming the fork, and
+ * the exit hook does nothing: the parent's executor threads do not exist in
+ * the child. A child of a process that never called npurt may use it
+ * normally. See Note [Fork]. Works in any process state (forked child,
+ * invalid configuration, after exit) and never initialises the runtime.
+ * Thread-safe. Returns npuErrorInvalidValue (NULL). No CUDA equivalent
+ * (CUDA fails such calls with cudaErrorInitializationError too). */
+NPURT_API npuError_t npuGetForkState(int* inForkedChild);
 
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                  */
@@ -125,10 +144,12 @@ NPURT_API npuError_t npuSetDevice(int device);
 /* [out] device: the calling thread's current device. CUDA: cudaGetDevice. */
 NPURT_API npuError_t npuGetDevice(int* device);
 
-/* Blocks until every stream of the current device (including destroyed
- * streams still draining) is idle. Reports and clears the first task failure
- * of any stream of the device (npuErrorLaunchFailure). CUDA:
- * cudaDeviceSynchronize. */
+/* Blocks until every task enqueued before the call on any stream of the
+ * current device (including destroyed streams still draining) has finished.
+ * Work enqueued during the call is not waited for, so producers that keep
+ * enqueuing cannot starve it. Reports and clears the first task failure held
+ * by any stream of the device (npuErrorLaunchFailure). Thread-safe.
+ * CUDA: cudaDeviceSynchronize. */
 NPURT_API npuError_t npuDeviceSynchronize(void);
 
 /* [out] prop for device. CUDA: cudaGetDeviceProperties. */
@@ -190,12 +211,17 @@ NPURT_API npuError_t npuStreamQuery(npuStream_t stream);
  * CUDA: cudaPeekAtLastError (per stream here). */
 NPURT_API npuError_t npuStreamPeekAtLastError(npuStream_t stream);
 
-/* Blocks until the stream is idle (its last task has finished). Reports a
- * task failure like npuStreamQuery. CUDA: cudaStreamSynchronize. */
+/* Blocks until every task enqueued on the stream before the call has
+ * finished (run or discarded). Work enqueued during the call is not waited
+ * for (a thread that keeps enqueuing cannot starve it), so the stream need
+ * not be idle when it returns. Then reports a task failure held by the
+ * stream like npuStreamQuery (npuErrorLaunchFailure, once, then cleared).
+ * Thread-safe. CUDA: cudaStreamSynchronize. */
 NPURT_API npuError_t npuStreamSynchronize(npuStream_t stream);
 
 /* As npuStreamSynchronize, giving up after timeoutUs microseconds with
- * npuErrorTimeout (timeoutUs < 0 → npuErrorInvalidValue). */
+ * npuErrorTimeout (timeoutUs < 0 → npuErrorInvalidValue); a failure is not
+ * reported by a call that timed out. */
 NPURT_API npuError_t npuStreamSynchronizeWithTimeout(npuStream_t stream,
                                                      int64_t timeoutUs);
 
@@ -344,6 +370,8 @@ NPURT_API npuError_t npuMallocHost(void** ptr, size_t size);
 NPURT_API npuError_t npuFreeHost(void* ptr);
 
 /* Registers [ptr, ptr+size) as pinned host memory. flags must be 0.
+ * Memory that is not mapped in the process (any page of the range) →
+ * npuErrorInvalidValue, as are size 0 and a range that wraps around.
  * Overlapping an existing registration → npuErrorHostMemoryAlreadyRegistered.
  * CUDA: cudaHostRegister. */
 NPURT_API npuError_t npuHostRegister(void* ptr, size_t size, unsigned int flags);
@@ -406,6 +434,37 @@ NPURT_API npuError_t npuTraceStop(void);
 /* Writes the recorded tasks as Chrome trace JSON (one process per device, one
  * thread lane per stream), loadable by Perfetto and chrome://tracing. */
 NPURT_API npuError_t npuTraceWrite(const char* path);
+
+/* Fault injection, a test hook (Note [Fault injection] in
+ * csrc/npurt/README.md). */
+typedef enum npuFaultKind {
+  /* The n-th npuLaunchTask / npuLaunchHostFunc call (npurt::launch
+   * included) returns npuErrorLaunchFailure and enqueues nothing (release is
+   * not called, as for any failed launch). */
+  npuFaultLaunch = 0,
+  /* The n-th work task to run (host function, user task, async memcpy or
+   * memset; not event records or waits, not discarded tasks) fails instead
+   * of running, with the message "injected fault", as a task failure of its
+   * stream (Note [Task failure rule]); its release is still called. */
+  npuFaultTask = 1,
+  /* The n-th memcpy or memset call (npuMemcpy, npuMemcpyAsync, npuMemset,
+   * npuMemsetAsync): a synchronous one returns npuErrorLaunchFailure
+   * without copying, an asynchronous one is enqueued and fails when it runs,
+   * as a task failure named "npuMemcpyAsync" / "npuMemsetAsync". */
+  npuFaultCopy = 2,
+  /* The n-th npuMalloc returns npuErrorMemoryAllocation. */
+  npuFaultAlloc = 3
+} npuFaultKind;
+
+/* Arms a one-shot fault of `kind`: the nth call of that kind counted from
+ * now fails (nth = 1: the next one); nth = 0 disarms. Only calls that pass
+ * their argument checks count (e.g. not a launch on an invalid stream, not a
+ * copy of 0 bytes, not npuMalloc of 0 bytes). Arming again replaces the
+ * count. Process-wide; thread-safe (with concurrent callers exactly one call
+ * fires). Also armed at start by NPU_SIM_FAULT=<kind>:<n> with kind launch,
+ * task, copy or alloc. Returns npuErrorInvalidValue for an unknown kind.
+ * No CUDA equivalent. */
+NPURT_API npuError_t npuSetFaultInjection(npuFaultKind kind, uint64_t nth);
 
 #ifdef __cplusplus
 } /* extern "C" */
