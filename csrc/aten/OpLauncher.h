@@ -197,7 +197,10 @@ int runKernel(void* user, char* errorBuf, size_t errorBufSize) {
 template <typename F>
 void releaseKernel(void* user) {
   auto* task = static_cast<KernelTask<F>*>(user);
-  if (task->state == KernelTask<F>::State::kQueued && !task->access.writes.empty()) {
+  const std::string* refused = queue::failedLaunchMessage();
+  const bool raisedToCaller = refused != nullptr && refused->empty();
+  if (task->state == KernelTask<F>::State::kQueued && !task->access.writes.empty() &&
+      !raisedToCaller) {
     task->access.poisonWrites(task->failure != nullptr ? task->failure
                                                        : notRunMessage(task->stream, task->name));
   }

@@ -95,4 +95,12 @@ bool isPinnedPtr(const void* ptr);
 
 void emptyCache();
 
+// Bytes of pinned memory held from npurt (in use and cached) and in use, by
+// rounded block size (Note [Pinned block sizes]). Thread-safe.
+struct HostStats {
+  int64_t reserved_bytes = 0;
+  int64_t allocated_bytes = 0;
+};
+HostStats stats();
+
 }  // namespace c10_npu::NPUHostAllocator

@@ -1,6 +1,10 @@
 // See NPUFunctions.h.
 #include "core/NPUFunctions.h"
 
+#include <pthread.h>
+
+#include <atomic>
+
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/NPUStream.h"
@@ -8,8 +12,29 @@
 #include "npurt/npurt.hpp"
 
 namespace c10_npu {
+namespace {
+
+// Set in every forked child; whether the child is a *bad* fork is npurt's to
+// say (it knows whether the parent had initialised it). See Note [Fork].
+std::atomic<bool> gForked{false};
+
+const bool gAtforkRegistered = [] {
+  return pthread_atfork(nullptr, nullptr, [] { gForked.store(true, std::memory_order_relaxed); }) ==
+         0;
+}();
+
+}  // namespace
+
+bool inBadFork() noexcept {
+  if (!gForked.load(std::memory_order_relaxed)) return false;
+  int bad = 0;
+  return npuGetForkState(&bad) == npuSuccess && bad != 0;
+}
+
+void checkNotInBadFork() { TORCH_CHECK(!inBadFork(), kBadForkMessage, NPU_ERROR_SUFFIX); }
 
 std::string formatRuntimeError(const char* expr, npuError_t status) {
+  if (status == npuErrorInitializationError && inBadFork()) return kBadForkMessage;
   std::string message = expr;
   message += " failed: ";
   message += npuGetErrorName(status);

@@ -9,6 +9,25 @@
 
 namespace c10_npu {
 
+// Note [Fork]
+// ~~~~~~~~~~~
+// A child forked from a process that used the npu has none of the parent's
+// device threads (executors, task-queue consumers): npurt refuses every call
+// there (npuGetForkState), and this layer turns that into torch_npu's message
+// at the first use, before anything is queued where no thread would take it.
+// A child of a process that never used the npu works normally, and a child
+// that never touches the npu exits cleanly (DataLoader fork workers).
+inline constexpr const char* kBadForkMessage =
+    "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must "
+    "use the 'spawn' start method";
+
+// True in a forked child of a process that had initialised the npu. One
+// relaxed load unless the process forked. Thread-safe.
+bool inBadFork() noexcept;
+
+// Raises kBadForkMessage (RuntimeError) in such a child. Thread-safe.
+void checkNotInBadFork();
+
 // Number of devices; 0 if the runtime cannot initialise (never throws, as
 // DeviceGuardImplInterface::deviceCount requires).
 c10::DeviceIndex device_count() noexcept;

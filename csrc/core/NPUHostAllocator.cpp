@@ -24,6 +24,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -42,7 +43,20 @@ namespace {
 
 constexpr size_t kRoundBytes = 512;
 
-void rawDelete(void* ptr);
+// Note [Pinned block sizes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Blocks are cached by size and reused only for the same size, so sizes are
+// rounded up to a power of two (at least kRoundBytes), as PyTorch's CUDA host
+// allocator does: a program whose pinned sizes vary then reuses a bounded set
+// of size classes, and the cache is at most about twice the peak of pinned
+// memory in use, instead of growing with every new size.
+size_t roundSize(size_t nbytes) {
+  size_t size = kRoundBytes;
+  while (size < nbytes) size <<= 1;
+  return size;
+}
+
+void rawDelete(void* ptr) noexcept;
 
 struct HostBlock {
   HostBlock(void* p, size_t s) : ptr(p), size(s) {}
@@ -62,6 +76,7 @@ class HostAllocator {
   void recordEvent(const void* ptr, const NPUStream& stream);
   bool isPinned(const void* ptr);
   void emptyCache();
+  HostStats stats();
 
  private:
   HostBlock* findContaining(const void* ptr);  // lock held
@@ -102,10 +117,10 @@ HostBlock* HostAllocator::takeFree(size_t size) {
 c10::DataPtr HostAllocator::allocate(size_t nbytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &rawDelete, cpu);
-  TORCH_CHECK_WITH(OutOfMemoryError, nbytes <= SIZE_MAX - kRoundBytes,
+  TORCH_CHECK_WITH(OutOfMemoryError, nbytes <= (SIZE_MAX >> 1) + 1,
                    "Out of pinned host memory. Tried to allocate ", nbytes, " bytes",
                    NPU_ERROR_SUFFIX);
-  const size_t size = (nbytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
+  const size_t size = roundSize(nbytes);  // Note [Pinned block sizes]
   processPending();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -163,7 +178,9 @@ void HostAllocator::recordEvent(const void* ptr, const NPUStream& stream) {
     if (block != nullptr && block->allocated) block->queuedEvents.push_back(std::move(event));
     return;  // an event left unused is destroyed here, after the unlock
   }
-  queue::drain(stream);  // unlocked; then the raw record sees all queued work
+  // Unlocked; then the raw record sees all queued work. Waits without
+  // reporting: a failure belongs to the stream's own synchronize.
+  queue::waitSubmitted(stream);
   std::lock_guard<std::mutex> lock(mutex_);
   HostBlock* block = findContaining(ptr);
   if (block == nullptr || !block->allocated) return;
@@ -250,6 +267,16 @@ void HostAllocator::emptyCache() {
   releaseFree();
 }
 
+HostStats HostAllocator::stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  HostStats st;
+  for (const auto& [address, block] : blocks_) {
+    st.reserved_bytes += static_cast<int64_t>(block->size);
+    if (block->allocated) st.allocated_bytes += static_cast<int64_t>(block->size);
+  }
+  return st;
+}
+
 bool HostAllocator::isPinned(const void* ptr) {
   if (ptr == nullptr) return false;
   {
@@ -262,9 +289,15 @@ bool HostAllocator::isPinned(const void* ptr) {
   return attributes.type == npuMemoryTypeHost;
 }
 
-void rawDelete(void* ptr) {
+// Deleters run inside destructors and must not throw.
+void rawDelete(void* ptr) noexcept {
   if (ptr == nullptr) return;
-  hostAllocator().free(ptr);
+  try {
+    hostAllocator().free(ptr);
+  } catch (const std::exception& e) {
+    // A pointer this allocator never handed out: leave the memory alone.
+    std::fprintf(stderr, "NPU pinned host allocator: %s\n", e.what());
+  }
 }
 
 class PinnedAllocator final : public c10::Allocator {
@@ -289,5 +322,7 @@ void recordEvent(const void* ptr, NPUStream stream) { hostAllocator().recordEven
 bool isPinnedPtr(const void* ptr) { return hostAllocator().isPinned(ptr); }
 
 void emptyCache() { hostAllocator().emptyCache(); }
+
+HostStats stats() { return hostAllocator().stats(); }
 
 }  // namespace c10_npu::NPUHostAllocator

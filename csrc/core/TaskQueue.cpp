@@ -22,6 +22,7 @@
 
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
+#include "core/NPUFunctions.h"
 
 namespace c10_npu::queue {
 namespace {
@@ -86,6 +87,7 @@ std::string consumerErrorText(const std::string& error) {
 }
 
 thread_local const std::string* tlsFailedLaunch = nullptr;
+const std::string kRaisedToCaller;  // see failedLaunchMessage()
 
 // Calls the release of a task npurt never accepted, telling it why (see
 // failedLaunchMessage()).
@@ -397,10 +399,12 @@ uint64_t pushOrRun(const NPUStream& stream, Item&& item) {
   Queue* q = nullptr;
   npuStream_t raw = nullptr;
   try {
+    checkNotInBadFork();  // no consumer exists in such a child: Note [Fork]
     q = queueFor(stream);
     raw = stream.rawHandle();
-  } catch (const c10::Error& e) {
-    if (item.kind == Item::Kind::kLaunch) releaseRefused(item.task, e.what_without_backtrace());
+  } catch (const c10::Error&) {
+    // Raised to the caller: nothing ran, nothing is poisoned.
+    if (item.kind == Item::Kind::kLaunch) releaseRefused(item.task, kRaisedToCaller);
     throw;
   }
   item.stream = raw;
@@ -409,9 +413,8 @@ uint64_t pushOrRun(const NPUStream& stream, Item&& item) {
   const char* name = itemName(item);
   std::string error = submit(item);
   if (!error.empty()) {
-    const std::string text = "Failed to launch " + error;
-    if (item.kind == Item::Kind::kLaunch) releaseRefused(item.task, text);
-    TORCH_CHECK(false, text, NPU_ERROR_SUFFIX);
+    if (item.kind == Item::Kind::kLaunch) releaseRefused(item.task, kRaisedToCaller);
+    TORCH_CHECK(false, "Failed to launch ", error, NPU_ERROR_SUFFIX);
   }
   // ASCEND_LAUNCH_BLOCKING=1 synchronizes after work and records, not after
   // a wait: a wait may legitimately precede its record (ExternalEvent), which

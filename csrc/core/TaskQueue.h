@@ -92,7 +92,9 @@ void waitSubmittedDevice(c10::DeviceIndex device) noexcept;
 
 // While a task's release runs because npurt (or the queue) refused its
 // launch, the reason; nullptr otherwise. Lets the release poison the task's
-// outputs with the launch error (Note [Poisoned memory]). Thread-local.
+// outputs with the launch error (Note [Poisoned memory]). An empty reason
+// means the refusal is raised to the launching caller right away: the
+// caller's tensors are unchanged and nothing is to be poisoned. Thread-local.
 const std::string* failedLaunchMessage() noexcept;
 
 // True if the item with this ticket (from recordEvent) has been submitted to

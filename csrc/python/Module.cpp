@@ -123,7 +123,11 @@ void initModule(py::module_& m) {
   m.def("_testing_block_stream", &blockStream);
   m.def("_testing_release", &releaseGate);
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
-  m.def("_npu_init", [] { return static_cast<int>(device_count_ensure_non_zero()); });
+  m.def("_npu_init", [] {
+    checkNotInBadFork();
+    return static_cast<int>(device_count_ensure_non_zero());
+  });
+  m.def("_npu_isInBadFork", [] { return inBadFork(); });
   m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
   m.def("_npu_setDevice", [](int64_t d) { set_device(checkedDeviceIndex(d)); });
   m.def(
@@ -196,6 +200,13 @@ void initModule(py::module_& m) {
         NPUCachingAllocator::emptyCache();
       },
       py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_hostMemoryStats", [] {
+    const NPUHostAllocator::HostStats st = NPUHostAllocator::stats();
+    py::dict d;
+    d["reserved_bytes"] = st.reserved_bytes;
+    d["allocated_bytes"] = st.allocated_bytes;
+    return d;
+  });
   m.def("_npu_resetPeakMemoryStats",
         [](int64_t d) { NPUCachingAllocator::resetPeakStats(checkedDeviceIndex(d)); });
   m.def("_npu_resetAccumulatedMemoryStats",

@@ -249,3 +249,18 @@ def test_busy_poll_consumer_sleeps_when_idle():
     )
     ticks, hz = (int(v) for v in out.split("TICKS")[1].split())
     assert ticks < hz // 10, out  # under 0.1 s of CPU in 1 s
+
+
+# --- pinned host cache ------------------------------------------------------------
+
+def test_pinned_cache_stays_bounded_when_sizes_vary():
+    # One pinned tensor at a time, of ever-changing sizes: the cache reuses
+    # size classes instead of keeping one block per size ever seen.
+    torch_npu.npu.synchronize()
+    peak_in_use = 0
+    for n in range(1000, 200_000, 1999):
+        t = torch.empty(n, dtype=torch.uint8).pin_memory()
+        peak_in_use = max(peak_in_use, n)
+        del t
+    reserved = torch_npu._C._npu_hostMemoryStats()["reserved_bytes"]
+    assert reserved <= 4 * peak_in_use, reserved

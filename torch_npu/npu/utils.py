@@ -50,7 +50,12 @@ def _lazy_init() -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    r"""True in a process forked from one that had initialised the npu.
+
+    Such a child cannot use the npu (its device threads stay in the parent);
+    see Note [Fork] in csrc/core/NPUFunctions.h.
+    """
+    return bool(_C._npu_isInBadFork())
 
 
 def is_initialized():  # type: () -> bool

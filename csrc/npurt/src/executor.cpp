@@ -373,12 +373,13 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
   char errorBuf[kErrorBufSize];
   errorBuf[0] = '\0';
   int status = 0;
+  bool injected = false;
   if (isWork && faults().fires(FaultKind::kTask)) [[unlikely]] {
     // Note [Fault injection]: fails as the task itself would, without
     // running it (its release is still called, as for a discarded task).
-    task.discard();
     std::snprintf(errorBuf, sizeof errorBuf, "%s", kInjectedFault);
     status = 1;
+    injected = true;
   } else {
     status = task.run(errorBuf, sizeof errorBuf);
   }
@@ -386,6 +387,10 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
   // The failure is recorded before the pop, so a stream seen idle has its
   // failure visible (npuStreamQuery relies on this).
   if (status != 0) stream.recordFailure(task.name(), errorBuf);
+  // Released after the failure is recorded, so that its release sees the
+  // failure it is discarded for (npuStreamPeekAtLastError), as for any task
+  // discarded behind a failure.
+  if (injected) task.discard();
   if (tracing) {
     trace_.record(TraceRecord{device_, stream.id(), task.name(), task.enqueueNs, start, nowNs(),
                               status != 0});
