@@ -93,12 +93,24 @@ c10::DeviceIndex parseDevice(PyObject* obj, bool lenient = false) {
 }
 
 // Validates a triple from Python. Ranges are checked before narrowing, so
-// device_index 999 is "Invalid device_index: 999", not a wrapped int8.
-NPUStream unpackChecked(int64_t stream_id, int64_t device_index, int64_t device_type) {
+// device_index 999 is "Invalid device_index: 999", not a wrapped int8. The
+// device type is checked before the index: a stream of another device (e.g.
+// torch.Stream(device="cpu"), whose index is -1) is named as such, not as
+// "Invalid device_index: -1". `api` prefixes that message when given.
+NPUStream unpackChecked(int64_t stream_id, int64_t device_index, int64_t device_type,
+                        const char* api = nullptr) {
   TORCH_CHECK(device_type >= 0 &&
                   device_type < static_cast<int64_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES),
               "Invalid device_type: ", device_type, ". Expected the npu device type ",
               static_cast<int>(kNpu), NPU_ERROR_SUFFIX);
+  if (device_type != static_cast<int64_t>(kNpu)) {
+    const auto type = static_cast<c10::DeviceType>(device_type);
+    TORCH_CHECK(false, api != nullptr ? api : "", api != nullptr ? ": " : "",
+                "Expected a npu stream, but got a stream of device ",
+                c10::DeviceTypeName(type, /*lower_case=*/true), " (device_type ", device_type,
+                "). Pass a torch_npu.npu.Stream or a torch.Stream of an npu device.",
+                NPU_ERROR_SUFFIX);
+  }
   TORCH_CHECK(device_index >= 0 && device_index < device_count_ensure_non_zero(),
               "Invalid device_index: ", device_index, NPU_ERROR_SUFFIX);
   return NPUStream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
@@ -123,7 +135,7 @@ NPUStream streamArg(PyObject* obj, const char* api) {
                    " expects a torch_npu.npu.Stream, but got ",
                    obj == nullptr ? "nothing" : Py_TYPE(obj)->tp_name);
   auto* s = reinterpret_cast<THPStream*>(obj);
-  return unpackChecked(s->stream_id, s->device_index, s->device_type);
+  return unpackChecked(s->stream_id, s->device_index, s->device_type, api);
 }
 
 // As streamArg, None → the current stream of the current device.
@@ -423,7 +435,8 @@ PyObject* eventRecord(PyObject* obj, PyObject* arg) {
     TORCH_CHECK(type == kNpu, "Event device type ", c10::DeviceType::PrivateUse1,
                 " does not match recording stream's device type ", type, ".", NPU_ERROR_SUFFIX);
   }
-  const NPUStream s = streamArgOrCurrent(arg, "Event.record");
+  const NPUStream s =
+      streamArgOrCurrent(arg, self->external != nullptr ? "ExternalEvent.record" : "Event.record");
   withEvent(self, [&] {
     if (self->external != nullptr) {
       self->external->record(s);
@@ -438,7 +451,8 @@ PyObject* eventRecord(PyObject* obj, PyObject* arg) {
 PyObject* eventWait(PyObject* obj, PyObject* arg) {
   HANDLE_TH_ERRORS
   auto* self = asEvent(obj);
-  const NPUStream s = streamArgOrCurrent(arg, "Event.wait");
+  const NPUStream s =
+      streamArgOrCurrent(arg, self->external != nullptr ? "ExternalEvent.wait" : "Event.wait");
   withEvent(self, [&] {
     if (self->external != nullptr) {
       self->external->wait(s);
@@ -616,7 +630,23 @@ PyObject* newExternalStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   END_HANDLE_TH_ERRORS
 }
 
+// _npu_checkStreamArg(stream, api): validates a stream argument of a
+// Python-level API (Stream.wait_stream, erase_stream) with the same messages
+// as the C entry points: TypeError for a non-stream, RuntimeError naming the
+// device for a stream of another device or a bad triple.
+PyObject* checkStreamArg(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* stream = nullptr;
+  const char* api = nullptr;
+  if (!PyArg_ParseTuple(args, "Os", &stream, &api)) return nullptr;
+  const NPUStream s = streamArg(stream, api);
+  if (s.isExternal()) (void)s.rawHandle();  // a destroyed external stream raises here
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef moduleMethods[] = {
+    {"_npu_checkStreamArg", checkStreamArg, METH_VARARGS, nullptr},
     {"_npu_newExternalStream", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(newExternalStream)),
      METH_FASTCALL, nullptr},
     {"_npu_currentStreamObject", currentStreamObject, METH_O, nullptr},

@@ -224,6 +224,28 @@ def test_eq_hash_repr():
     assert len({s, r, npu.default_stream()}) == 2
 
 
+def test_stream_methods_reject_non_streams_and_non_events():
+    s = npu.Stream()
+    with pytest.raises(TypeError, match="wait_event expects a torch_npu.npu.Event, but got NoneType"):
+        s.wait_event(None)
+    with pytest.raises(TypeError, match="wait_event expects a torch_npu.npu.Event, but got Stream"):
+        s.wait_event(npu.Stream())
+    with pytest.raises(TypeError, match="record_event expects a torch_npu.npu.Event or None, but got str"):
+        s.record_event("e")
+    with pytest.raises(TypeError, match="wait_stream expects a torch_npu.npu.Stream, but got int"):
+        s.wait_stream(1)
+    with pytest.raises(TypeError, match="wait_stream expects a torch_npu.npu.Stream, but got Event"):
+        s.wait_stream(npu.Event())
+    # Generic npu objects keep working.
+    g = torch.Stream(device="npu")
+    s.wait_stream(g)
+    e = torch.Event(device="npu")
+    e.record(g)
+    s.wait_event(e)
+    assert s.record_event(torch.Event(device="npu")) is not None
+    s.synchronize()
+
+
 def test_priority_range_raises():
     with pytest.raises(RuntimeError, match="priority_range"):
         npu.Stream.priority_range()
@@ -440,9 +462,10 @@ BAD_INPUTS = [
     ("ExternalEvent().record(1)", lambda: npu.ExternalEvent().record(1), TypeError),
     ("ExternalEvent().query()", lambda: npu.ExternalEvent().query(), RuntimeError),
     ("ExternalEvent(1)", lambda: npu.ExternalEvent(1), TypeError),
-    ("Stream().wait_event(None)", lambda: npu.Stream().wait_event(None), AttributeError),
-    ("Stream().wait_stream(1)", lambda: npu.Stream().wait_stream(1), AttributeError),
-    ("Stream().record_event('e')", lambda: npu.Stream().record_event("e"), AttributeError),
+    ("Stream().wait_event(None)", lambda: npu.Stream().wait_event(None), TypeError),
+    ("Stream().wait_stream(1)", lambda: npu.Stream().wait_stream(1), TypeError),
+    ("Stream().wait_stream(cpu stream)", lambda: npu.Stream().wait_stream(torch.Stream(device="cpu")), RuntimeError),
+    ("Stream().record_event('e')", lambda: npu.Stream().record_event("e"), TypeError),
     ("set_data_preprocess_stream(1)", lambda: npu.Stream().set_data_preprocess_stream(1), TypeError),
     ("current_stream('cpu')", lambda: npu.current_stream("cpu"), ValueError),
     ("current_stream(99)", lambda: npu.current_stream(99), RuntimeError),

@@ -19,6 +19,10 @@ _DeviceLike = Union[torch.device, str, int, None]
 _StreamBase = _C._NPUStreamBase
 _EventBase = _C._NPUEventBase
 _new_external = _C._npu_newExternalStream
+_check_stream_arg = _C._npu_checkStreamArg
+
+def _is_event(event: object) -> bool:
+    return isinstance(event, torch.Event)
 
 
 def _device_index(device: _DeviceLike) -> int:
@@ -53,17 +57,41 @@ class _StreamMethods:
         r"""Make all future work submitted to this stream wait for ``event``.
 
         Returns at once: only future work is affected.
+
+        Args:
+            event (Event): an :class:`Event` (or ``torch.Event`` of the npu
+                device); anything else raises ``TypeError``.
         """
+        if not _is_event(event):
+            raise TypeError(f"wait_event expects a torch_npu.npu.Event, but got {type(event).__name__}")
         event.wait(self)
 
-    def wait_stream(self, stream):  # type: (Any) -> None
-        r"""Make all future work on this stream wait for the work queued on ``stream`` so far."""
-        self.wait_event(stream.record_event())
+    def wait_stream(self, stream):  # type: (torch.Stream) -> None
+        r"""Make all future work on this stream wait for the work queued on ``stream`` so far.
+
+        Args:
+            stream (Stream): a stream of an npu device (a ``torch.Stream`` of the
+                npu device works too); anything else raises ``TypeError``, a
+                stream of another device ``RuntimeError``.
+        """
+        if isinstance(stream, _StreamMethods):
+            self.wait_event(stream.record_event())
+            return
+        # A generic torch.Stream: its record_event would make a torch.Event
+        # through PyTorch's guard of its own device type (for a cpu stream:
+        # "cpu backend doesn't support events"); validate it as an npu stream
+        # and record one of ours on it.
+        _check_stream_arg(stream, "wait_stream")
+        event = Event()
+        event.record(stream)
+        self.wait_event(event)
 
     def record_event(self, event=None):  # type: (Optional["Event"]) -> "Event"
         r"""Record ``event`` (a new :class:`Event` if ``None``) on this stream and return it."""
         if event is None:
             event = Event()
+        elif not _is_event(event):
+            raise TypeError(f"record_event expects a torch_npu.npu.Event or None, but got {type(event).__name__}")
         event.record(self)
         return event
 
