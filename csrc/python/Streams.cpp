@@ -158,12 +158,35 @@ PyObject* wrapStream(PyTypeObject* cls, const NPUStream& s) {
 // _NPUStreamBase
 // ---------------------------------------------------------------------------
 
+// The device an ExternalStream asks for: `device`, or the `device_index`
+// keyword, which names a device just as `device` does (an explicit index that
+// disagrees with the handle's device is the registry's "belongs to device"
+// error, never a silent switch to the handle's device). -1 or None: the
+// handle's own device. Both given and different: ValueError.
+c10::DeviceIndex externalDevice(PyObject* device, bool deviceIndexGiven, long long deviceIndex) {
+  const c10::DeviceIndex fromDevice = parseDevice(device);
+  if (!deviceIndexGiven || deviceIndex == -1) return fromDevice;
+  const c10::DeviceIndex count = device_count_ensure_non_zero();
+  TORCH_CHECK(deviceIndex >= 0 && deviceIndex < count, "Invalid device_index: ", deviceIndex,
+              ". Expected a device index in [0, ", static_cast<int>(count), ") or -1.",
+              NPU_ERROR_SUFFIX);
+  const auto fromIndex = static_cast<c10::DeviceIndex>(deviceIndex);
+  TORCH_CHECK_VALUE(fromDevice == -1 || fromDevice == fromIndex,
+                    "ExternalStream: device=npu:", static_cast<int>(fromDevice),
+                    " and device_index=", deviceIndex,
+                    " name different devices. Pass only one of them (or neither, to use the "
+                    "stream's own device).");
+  return fromIndex;
+}
+
 // tripleGiven: stream_id, device_index or device_type was passed. Then the
 // triple is validated and used (even if all zero, which torch_npu silently
 // turns into a pool stream).
+// deviceIndexGiven: device_index was passed. With stream_ptr it is a device
+// request, exactly like `device` (see externalDevice).
 NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long long streamId,
                         long long deviceIndex, long long deviceType, PyObject* streamPtr,
-                        bool tripleGiven = false) {
+                        bool tripleGiven = false, bool deviceIndexGiven = false) {
   if (streamPtr != nullptr && streamPtr != Py_None) {
     TORCH_CHECK(priority == 0, "Priority was explicitly set for an external stream",
                 NPU_ERROR_SUFFIX);
@@ -174,12 +197,13 @@ NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long l
                      "but got ",
                      Py_TYPE(streamPtr)->tp_name);
     // Beyond torch_npu: never fall back to the unpack path silently.
-    TORCH_CHECK_VALUE(streamId == 0 && deviceIndex == 0 && deviceType == 0,
-                      "ExternalStream: stream_ptr cannot be combined with stream_id, "
-                      "device_index or device_type (got stream_id=",
-                      streamId, ", device_index=", deviceIndex, ", device_type=", deviceType,
-                      "). Wrap a raw handle with stream_ptr alone, or rebuild a stream from its "
-                      "(stream_id, device_index, device_type) without stream_ptr.");
+    TORCH_CHECK_VALUE(streamId == 0 && deviceType == 0,
+                      "ExternalStream: stream_ptr cannot be combined with stream_id or "
+                      "device_type (got stream_id=",
+                      streamId, ", device_type=", deviceType,
+                      "). Wrap a raw handle with stream_ptr (and optionally device), or rebuild a "
+                      "stream from its (stream_id, device_index, device_type) without "
+                      "stream_ptr.");
     const unsigned long long ptr = PyLong_AsUnsignedLongLong(streamPtr);
     if (PyErr_Occurred()) {
       PyErr_Clear();
@@ -191,7 +215,7 @@ NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long l
                       "ExternalStream(0): 0 is not a stream handle (it means 'no stream'). Pass "
                       "the npuStream_t of a stream created with npuStreamCreate.");
     return getStreamFromExternal(reinterpret_cast<npuStream_t>(static_cast<uintptr_t>(ptr)),
-                                 parseDevice(device));
+                                 externalDevice(device, deviceIndexGiven, deviceIndex));
   }
   if (tripleGiven || streamId != 0 || deviceIndex != 0 || deviceType != 0) {
     return unpackChecked(streamId, deviceIndex, deviceType);
@@ -217,13 +241,15 @@ PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   bool tripleGiven = false;
+  bool deviceIndexGiven = false;
   if (kwargs != nullptr) {
     for (const char* key : {"stream_id", "device_index", "device_type"}) {
       tripleGiven = tripleGiven || PyDict_GetItemString(kwargs, key) != nullptr;
     }
+    deviceIndexGiven = PyDict_GetItemString(kwargs, "device_index") != nullptr;
   }
   const NPUStream s = resolveStream(device, priority, isSyncLaunch, streamId, deviceIndex,
-                                    deviceType, streamPtr, tripleGiven);
+                                    deviceType, streamPtr, tripleGiven, deviceIndexGiven);
   return wrapStream(type, s);
   END_HANDLE_TH_ERRORS
 }

@@ -172,12 +172,15 @@ class ExternalStream(Stream):
             ``ValueError`` (it means "no stream").
         device (torch.device or int, optional): the device of the stream. ``None``
             (default) takes the device the handle belongs to; a device that
-            disagrees with the handle's is a ``RuntimeError``.
+            disagrees with the handle's is a ``RuntimeError``. The
+            ``device_index`` keyword names a device the same way.
 
     Checks beyond torch_npu (always on): ``stream_ptr=0`` → ``ValueError``;
-    ``stream_ptr`` together with a non-zero ``stream_id``/``device_index``/
-    ``device_type`` → ``ValueError``; a garbage or destroyed handle →
-    ``RuntimeError`` naming the handle.
+    ``stream_ptr`` together with a non-zero ``stream_id``/``device_type`` →
+    ``ValueError``; ``device``/``device_index`` that disagree with the
+    handle's device → ``RuntimeError`` (``device`` and ``device_index`` that
+    disagree with each other → ``ValueError``); a garbage or destroyed handle
+    → ``RuntimeError`` naming the handle.
 
     Unsupported scenarios in compat mode (the default; they raise ``RuntimeError``
     with torch_npu's messages):
