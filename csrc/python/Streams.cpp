@@ -4,12 +4,14 @@
 // Layer: binding.
 //
 // _NPUStreamBase subclasses torch._C.Stream (THPStream), so every npu stream
-// is a torch.Stream and PyTorch's generic code accepts it; it adds no fields:
-// the (stream_id, device_index, device_type) triple of THPStream *is* the
-// stream, validated once at construction (NPUStream::unpack3 or a pool / the
-// external registry). A stream argument that is only a torch.Stream (not one
-// of ours) is validated again on every use, so a generic stream of another
-// device type never reaches the core as if it were an npu stream.
+// is a torch.Stream and PyTorch's generic code accepts it. The (stream_id,
+// device_index, device_type) triple of THPStream *is* the stream, validated
+// once at construction (NPUStream::unpack3 or a pool / the external
+// registry); the only field added is a cache of the runtime handle (Note
+// [Stream hash and repr do not drain]). A stream argument that is only a
+// torch.Stream (not one of ours) is validated again on every use, so a
+// generic stream of another device type never reaches the core as if it were
+// an npu stream.
 //
 // _NPUEventBase subclasses torch._C.Event (THPEvent) and owns a
 // c10_npu::NPUEvent, or an NPUExternalEvent for ExternalEvent. Calls on one
@@ -144,13 +146,44 @@ NPUStream streamArgOrCurrent(PyObject* obj, const char* api) {
   return streamArg(obj, api);
 }
 
-PyObject* wrapStream(PyTypeObject* cls, const NPUStream& s) {
+// Note [Stream hash and repr do not drain]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch_npu defines Stream.__hash__ as hash((npu_stream, device)) and puts
+// npu_stream in the repr, but reading npu_stream drains the task queue (Note
+// [Task queue drain rule]): a host sync per dict lookup. And for an external
+// stream the registry refuses the handle once the stream was destroyed, so a
+// dict keyed by the wrapper could no longer even pop it. A stream's handle
+// never changes, so hash and repr read `_raw_npu_stream` instead: the same
+// value, without the drain, cached in the object. The cache is filled when
+// the handle is known without a lookup (ExternalStream(ptr)), when an
+// external id is validated (its entry is alive then), or on first read.
+struct NPUStreamObject {
+  THPStream base;
+  uint64_t handle;  // 0 = not known yet; written with the GIL held
+};
+
+void cacheHandle(PyObject* obj, uint64_t handle) {
+  reinterpret_cast<NPUStreamObject*>(obj)->handle = handle;
+}
+
+PyObject* wrapStream(PyTypeObject* cls, const NPUStream& s, uint64_t handle = 0) {
   PyObject* obj = cls->tp_alloc(cls, 0);
   if (obj == nullptr) return nullptr;
   auto* self = reinterpret_cast<THPStream*>(obj);
   self->stream_id = s.id();
   self->device_index = s.device_index();
   self->device_type = static_cast<int64_t>(s.device_type());
+  if (handle == 0 && s.isExternal()) {
+    // An external stream's entry may be destroyed later: learn the handle
+    // while it is alive. If it is dead already, leave it to the first read
+    // (which raises the registry's "was destroyed" error).
+    try {
+      handle = reinterpret_cast<uint64_t>(s.rawHandle());
+    } catch (const c10::Error&) {
+      handle = 0;
+    }
+  }
+  cacheHandle(obj, handle);
   return obj;
 }
 
@@ -183,10 +216,12 @@ c10::DeviceIndex externalDevice(PyObject* device, bool deviceIndexGiven, long lo
 // triple is validated and used (even if all zero, which torch_npu silently
 // turns into a pool stream).
 // deviceIndexGiven: device_index was passed. With stream_ptr it is a device
-// request, exactly like `device` (see externalDevice).
+// request, exactly like `device` (see externalDevice). handleOut receives the
+// runtime handle when it is known without a lookup (stream_ptr), else 0.
 NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long long streamId,
                         long long deviceIndex, long long deviceType, PyObject* streamPtr,
-                        bool tripleGiven = false, bool deviceIndexGiven = false) {
+                        bool tripleGiven = false, bool deviceIndexGiven = false,
+                        uint64_t* handleOut = nullptr) {
   if (streamPtr != nullptr && streamPtr != Py_None) {
     TORCH_CHECK(priority == 0, "Priority was explicitly set for an external stream",
                 NPU_ERROR_SUFFIX);
@@ -214,8 +249,11 @@ NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long l
     TORCH_CHECK_VALUE(ptr != 0,
                       "ExternalStream(0): 0 is not a stream handle (it means 'no stream'). Pass "
                       "the npuStream_t of a stream created with npuStreamCreate.");
-    return getStreamFromExternal(reinterpret_cast<npuStream_t>(static_cast<uintptr_t>(ptr)),
-                                 externalDevice(device, deviceIndexGiven, deviceIndex));
+    const NPUStream s =
+        getStreamFromExternal(reinterpret_cast<npuStream_t>(static_cast<uintptr_t>(ptr)),
+                              externalDevice(device, deviceIndexGiven, deviceIndex));
+    if (handleOut != nullptr) *handleOut = ptr;
+    return s;
   }
   if (tripleGiven || streamId != 0 || deviceIndex != 0 || deviceType != 0) {
     return unpackChecked(streamId, deviceIndex, deviceType);
@@ -248,9 +286,10 @@ PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     }
     deviceIndexGiven = PyDict_GetItemString(kwargs, "device_index") != nullptr;
   }
+  uint64_t handle = 0;
   const NPUStream s = resolveStream(device, priority, isSyncLaunch, streamId, deviceIndex,
-                                    deviceType, streamPtr, tripleGiven, deviceIndexGiven);
-  return wrapStream(type, s);
+                                    deviceType, streamPtr, tripleGiven, deviceIndexGiven, &handle);
+  return wrapStream(type, s, handle);
   END_HANDLE_TH_ERRORS
 }
 
@@ -269,7 +308,21 @@ PyObject* streamGetNpuStream(PyObject* self, void*) {
     pybind11::gil_scoped_release nogil;
     h = s.stream();  // drains the task queue; see Note [Task queue drain rule]
   }
+  cacheHandle(self, reinterpret_cast<uint64_t>(h));
   return PyLong_FromVoidPtr(h);
+  END_HANDLE_TH_ERRORS
+}
+
+// npu_stream's value without the drain; see Note [Stream hash and repr do not
+// drain]. Also readable after an external stream was destroyed, if the
+// handle was learnt while it was alive (always, for ExternalStream objects).
+PyObject* streamGetRawNpuStream(PyObject* self, void*) {
+  HANDLE_TH_ERRORS
+  auto* obj = reinterpret_cast<NPUStreamObject*>(self);
+  if (obj->handle == 0) {
+    obj->handle = reinterpret_cast<uint64_t>(trustedStream(self).rawHandle());
+  }
+  return PyLong_FromUnsignedLongLong(obj->handle);
   END_HANDLE_TH_ERRORS
 }
 
@@ -348,6 +401,10 @@ PyGetSetDef streamGetSet[] = {
     {const_cast<char*>("device"), streamGetDevice, nullptr, nullptr, nullptr},
     {const_cast<char*>("npu_stream"), streamGetNpuStream, nullptr,
      const_cast<char*>("The runtime handle as an int; reading it drains the task queue."), nullptr},
+    {const_cast<char*>("_raw_npu_stream"), streamGetRawNpuStream, nullptr,
+     const_cast<char*>("The value of npu_stream without draining the task queue (for hash and "
+                       "repr)."),
+     nullptr},
     {const_cast<char*>("priority"), streamGetPriority, nullptr, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
@@ -651,8 +708,9 @@ PyObject* newExternalStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   TORCH_CHECK_TYPE(nargs == 3 && PyType_Check(args[0]) &&
                        PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(args[0]), &NPUStreamType),
                    "_npu_newExternalStream(cls, stream_ptr, device)");
-  const NPUStream s = resolveStream(args[2], 0, 0, 0, 0, 0, args[1]);
-  return wrapStream(reinterpret_cast<PyTypeObject*>(args[0]), s);
+  uint64_t handle = 0;
+  const NPUStream s = resolveStream(args[2], 0, 0, 0, 0, 0, args[1], false, false, &handle);
+  return wrapStream(reinterpret_cast<PyTypeObject*>(args[0]), s, handle);
   END_HANDLE_TH_ERRORS
 }
 
@@ -700,7 +758,7 @@ void initStreams(py::module_& m) {
 
   PyTypeObject& st = NPUStreamType;
   st.tp_name = "torch_npu._C._NPUStreamBase";
-  st.tp_basicsize = sizeof(THPStream);  // no fields of our own: the triple is the stream
+  st.tp_basicsize = sizeof(NPUStreamObject);  // the triple + the handle cache
   st.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
   st.tp_doc = "C base of torch_npu.npu.Stream: a torch.Stream of the npu device.";
   st.tp_richcompare = streamRichCompare;

@@ -310,6 +310,57 @@ def test_device_index_keyword_on_the_current_device():
                 npu.ExternalStream(ptr, device_index=1)
 
 
+def test_hash_and_repr_survive_destruction():
+    # A dict keyed by the wrapper must still find it after the library
+    # destroyed the stream: hash and repr use the handle's value, which never
+    # changes, instead of npu_stream (which raises "was destroyed").
+    rt = npu.npurt()
+    h = ctypes.c_void_p(0)
+    assert rt.npuStreamCreate(ctypes.addressof(h)) == 0
+    ext = npu.ExternalStream(h.value)
+    rebuilt = npu.Stream(stream_id=ext.stream_id, device_index=ext.device_index, device_type=ext.device_type)
+    with npu.stream(ext):
+        current = npu.current_stream()
+    want_hash = hash((h.value, ext.device))
+    table = {ext: "ext"}
+    assert hash(ext) == hash(rebuilt) == hash(current) == want_hash
+    assert rt.npuStreamDestroy(h.value) == 0
+    with pytest.raises(RuntimeError, match="was destroyed"):
+        ext.npu_stream
+    for w in (ext, rebuilt, current):
+        assert hash(w) == want_hash
+        assert repr(w) == f"<torch_npu.npu.Stream device=npu:0 npu_stream={h.value:#x}>"
+        assert w in table
+    assert table.pop(ext) == "ext" and not table
+
+
+@pytest.mark.subprocess
+def test_hash_and_repr_do_not_go_through_npu_stream_with_per_stream_queue():
+    # Under PER_STREAM_QUEUE=1 (compat) npu_stream of an external stream
+    # raises (torch_npu's refusal of the drain path), so hash/repr that read
+    # npu_stream made such a stream unusable as a dict key.
+    out = run_py_ok(
+        """
+        import ctypes, torch, torch_npu
+        npu = torch_npu.npu
+        rt = npu.npurt()
+        h = ctypes.c_void_p(0)
+        assert rt.npuStreamCreate(ctypes.addressof(h)) == 0
+        ext = npu.ExternalStream(h.value)
+        try:
+            ext.npu_stream
+        except RuntimeError as e:
+            print("npu_stream refused:", "per-stream task queue" in str(e))
+        d = {ext: 1}
+        print(d[ext], hash(ext) == hash((h.value, ext.device)), repr(ext).endswith(f"npu_stream={h.value:#x}>"))
+        npu.synchronize()
+        rt.npuStreamDestroy(h.value)
+        """,
+        env={"PER_STREAM_QUEUE": "1"},
+    )
+    assert out.split("\n")[:2] == ["npu_stream refused: True", "1 True True"], out
+
+
 def test_destroyed_handle_raises_and_registry_entry_is_dropped():
     rt = npu.npurt()
     h = ctypes.c_void_p(0)

@@ -224,6 +224,43 @@ def test_eq_hash_repr():
     assert len({s, r, npu.default_stream()}) == 2
 
 
+def _counting_npu_stream_class():
+    """A Stream subclass that counts reads of ``npu_stream`` (each one drains
+    the task queue, Note [Task queue drain rule])."""
+
+    class Counting(npu.Stream):
+        reads = 0
+
+        @property
+        def npu_stream(self):
+            type(self).reads += 1
+            return npu.Stream.npu_stream.__get__(self)
+
+    return Counting
+
+
+def test_hash_and_repr_do_not_drain():
+    # A dict lookup must not be a host synchronisation: hash and repr use the
+    # handle's value without reading npu_stream (which drains the queue).
+    Counting = _counting_npu_stream_class()
+    s = Counting()
+    x = torch.ones(1000, device="npu")
+    s.wait_stream(npu.current_stream())  # x is produced on the default stream
+    with npu.stream(s):
+        for _ in range(5):
+            x = x + 1  # queued work on s while we hash it
+    table = {s: "s"}
+    assert table[s] == "s" and s in {s}
+    assert repr(s).startswith("<torch_npu.npu.Stream device=npu:0 npu_stream=0x")
+    assert Counting.reads == 0
+    # The documented definition still holds: the same value as npu_stream.
+    assert hash(s) == hash((s.npu_stream, s.device))
+    assert repr(s) == f"<torch_npu.npu.Stream device=npu:0 npu_stream={s.npu_stream:#x}>"
+    assert s._raw_npu_stream == s.npu_stream
+    s.synchronize()
+    assert x[0].item() == 6
+
+
 def test_stream_methods_reject_non_streams_and_non_events():
     s = npu.Stream()
     with pytest.raises(TypeError, match="wait_event expects a torch_npu.npu.Event, but got NoneType"):

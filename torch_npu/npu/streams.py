@@ -119,10 +119,15 @@ class _StreamMethods:
         return False
 
     def __hash__(self) -> int:
-        return hash((self.npu_stream, self.device))
+        # hash((npu_stream, device)) as in torch_npu, with npu_stream's value
+        # read without draining the task queue (a host sync per dict lookup
+        # otherwise), and still readable once an external stream was
+        # destroyed; see Note [Stream hash and repr do not drain] in
+        # csrc/python/Streams.cpp.
+        return hash((self._raw_npu_stream, self.device))
 
     def __repr__(self) -> str:
-        return f"<torch_npu.npu.{self._repr_name} device={self.device} npu_stream={self.npu_stream:#x}>"
+        return f"<torch_npu.npu.{self._repr_name} device={self.device} npu_stream={self._raw_npu_stream:#x}>"
 
 
 class Stream(_StreamMethods, _StreamBase):
