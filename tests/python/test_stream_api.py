@@ -403,6 +403,93 @@ def test_one_context_object_entered_by_two_threads():
     assert not errors, errors
 
 
+def test_stream_context_exit_without_enter_raises():
+    # torch.cuda.StreamContext fails here with AttributeError on None; ours
+    # says what was wrong, and leaves the current stream alone.
+    s = npu.Stream()
+    for ctx, name in ((npu.stream(s), "StreamContext"), (npu.StreamContext(s), "StreamContext"), (s, "Stream")):
+        with pytest.raises(RuntimeError, match=rf"{name}\.__exit__ was called without a matching __enter__"):
+            ctx.__exit__(None, None, None)
+        assert npu.current_stream() == npu.default_stream()
+    npu.stream(None).__exit__(None, None, None)  # the None context is a no-op throughout
+    # One exit per enter: a second exit is the same error.
+    ctx = npu.stream(s)
+    with ctx:
+        assert npu.current_stream() == s
+    with pytest.raises(RuntimeError, match="without a matching __enter__"):
+        ctx.__exit__(None, None, None)
+    assert npu.current_stream() == npu.default_stream()
+
+
+def test_stream_context_exit_on_another_thread_raises():
+    s = npu.Stream()
+    ctx = npu.stream(s)
+    ctx.__enter__()
+    errors = []
+
+    def other():
+        try:
+            ctx.__exit__(None, None, None)
+        except RuntimeError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and "on this thread" in str(errors[0])
+    assert npu.current_stream() == s  # the entering thread's entry is intact
+    ctx.__exit__(None, None, None)
+    assert npu.current_stream() == npu.default_stream()
+
+
+@pytest.mark.parametrize("how", ["with_stream", "with_context"])
+def test_one_stream_object_entered_by_two_threads_restores_each_threads_stream(how):
+    # torch.Stream.__enter__ keeps the saved stream on the stream object: two
+    # threads entering one stream restored each other's previous stream.
+    s = npu.Stream()
+    ctx = npu.stream(s)
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def work(i):
+        try:
+            mine = npu.Stream() if i else npu.default_stream()
+            npu.set_stream(mine)
+            barrier.wait()
+            with (s if how == "with_stream" else ctx) as entered:
+                assert entered is s
+                barrier.wait()  # both inside
+                assert npu.current_stream() == s
+                barrier.wait()
+            assert npu.current_stream() == mine, (i, npu.current_stream(), mine)
+        except Exception as e:  # reported below
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_with_stream_switches_device_and_nests():
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 simulated devices")
+    s0, s1 = npu.Stream(device=0), npu.Stream(device=1)
+    with s1 as entered:
+        assert entered is s1 and npu.current_device() == 1 and npu.current_stream() == s1
+        with s0:
+            assert npu.current_device() == 0 and npu.current_stream() == s0
+            with s1:  # re-entering the same object
+                assert npu.current_stream() == s1
+            assert npu.current_device() == 0 and npu.current_stream() == s0
+        assert npu.current_device() == 1 and npu.current_stream() == s1
+    assert npu.current_device() == 0 and npu.current_stream() == npu.default_stream()
+    assert npu.current_stream(1) == npu.default_stream(1)
+
+
 def test_generic_torch_stream_is_accepted():
     g = torch.Stream(device="npu")
     with npu.stream(g):
@@ -503,6 +590,8 @@ BAD_INPUTS = [
     ("Stream().wait_stream(1)", lambda: npu.Stream().wait_stream(1), TypeError),
     ("Stream().wait_stream(cpu stream)", lambda: npu.Stream().wait_stream(torch.Stream(device="cpu")), RuntimeError),
     ("Stream().record_event('e')", lambda: npu.Stream().record_event("e"), TypeError),
+    ("StreamContext(s).__exit__", lambda: npu.StreamContext(npu.Stream()).__exit__(None, None, None), RuntimeError),
+    ("Stream().__exit__", lambda: npu.Stream().__exit__(None, None, None), RuntimeError),
     ("set_data_preprocess_stream(1)", lambda: npu.Stream().set_data_preprocess_stream(1), TypeError),
     ("current_stream('cpu')", lambda: npu.current_stream("cpu"), ValueError),
     ("current_stream(99)", lambda: npu.current_stream(99), RuntimeError),

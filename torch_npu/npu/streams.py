@@ -6,7 +6,8 @@ The classes wrap the C types ``torch_npu._C._NPUStreamBase`` (a subclass of
 """
 
 import ctypes
-from typing import Any, Optional, Union
+import threading
+from typing import Any, List, Optional, Tuple, Union
 
 import torch
 
@@ -19,7 +20,48 @@ _DeviceLike = Union[torch.device, str, int, None]
 _StreamBase = _C._NPUStreamBase
 _EventBase = _C._NPUEventBase
 _new_external = _C._npu_newExternalStream
+_stream_enter = _C._npu_streamEnter
+_stream_exit = _C._npu_streamExit
 _check_stream_arg = _C._npu_checkStreamArg
+
+# Note [Stream contexts keep their state per thread]
+# Entering a stream (``with stream:``, ``with torch_npu.npu.stream(s):``)
+# saves what exiting restores: the previous current device and the previous
+# current stream of the stream's device. That state belongs to the entering
+# thread, never to the shared stream or StreamContext object (torch.Stream's
+# own __enter__ keeps it on the stream, so two threads entering one stream
+# restore each other's streams). It lives on a per-thread stack of
+# (context object, token) pairs; the token comes from _C._npu_streamEnter and
+# encodes both saved values. __exit__ pops the entry of its own object.
+_contexts = threading.local()
+
+
+def _enter_stream(owner: object, stream: torch.Stream) -> None:
+    """Make ``stream`` current for this thread; ``owner`` is the context object."""
+    token = _stream_enter(stream)
+    try:
+        stack: List[Tuple[object, int]] = _contexts.stack
+    except AttributeError:
+        stack = _contexts.stack = []
+    stack.append((owner, token))
+
+
+def _exit_stream(owner: object, api: str) -> None:
+    """Restore what the calling thread's latest entry of ``owner`` saved."""
+    stack: Optional[List[Tuple[object, int]]] = getattr(_contexts, "stack", None)
+    if stack:
+        if stack[-1][0] is owner:  # the usual case: contexts exit in LIFO order
+            _stream_exit(stack.pop()[1])
+            return
+        for i in range(len(stack) - 2, -1, -1):
+            if stack[i][0] is owner:
+                _stream_exit(stack.pop(i)[1])
+                return
+    raise RuntimeError(
+        f"{api}.__exit__ was called without a matching __enter__ on this thread. Use the object "
+        "in a with statement (or call __enter__ first), and exit it on the thread that entered it."
+    )
+
 
 def _is_event(event: object) -> bool:
     return isinstance(event, torch.Event)
@@ -128,6 +170,23 @@ class _StreamMethods:
 
     def __repr__(self) -> str:
         return f"<torch_npu.npu.{self._repr_name} device={self.device} npu_stream={self._raw_npu_stream:#x}>"
+
+    def __enter__(self):  # type: () -> Any
+        r"""Make this stream (and its device) current for the calling thread.
+
+        The state that :meth:`__exit__` restores is kept per thread, so one
+        stream object may be entered by several threads at once (see Note
+        [Stream contexts keep their state per thread]).
+        """
+        _enter_stream(self, self)
+        return self
+
+    def __exit__(self, *args):  # type: (*Any) -> None
+        r"""Restore the device and stream that the matching :meth:`__enter__` saved.
+
+        Raises ``RuntimeError`` if this thread did not enter the stream.
+        """
+        _exit_stream(self, f"{type(self).__name__}")
 
 
 class Stream(_StreamMethods, _StreamBase):

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Union
 import torch
 
 from .. import _C
-from .streams import Stream, _device_index
+from .streams import Stream, _device_index, _enter_stream, _exit_stream
 
 __all__ = [
     "StreamContext",
@@ -204,55 +204,34 @@ class StreamContext:
 
     Entering saves the current device and the current stream of the stream's
     device, then switches both; exiting restores them. The saved state is kept
-    per entry (per thread, nested entries stacked), never on the stream, so one
-    stream or one ``StreamContext`` may be entered by several threads at once.
+    per thread (nested entries stacked), never on the stream or on this
+    object, so one stream or one ``StreamContext`` may be entered by several
+    threads at once.
+
+    Calling :meth:`__exit__` without a matching :meth:`__enter__` on the same
+    thread raises ``RuntimeError`` (``torch.cuda.StreamContext`` fails there
+    with an unrelated ``AttributeError``).
 
     Args:
         stream_ctx (Stream): the stream to select; ``None`` makes this a no-op.
     """
 
-    __slots__ = ("stream", "_saved")
+    __slots__ = ("stream",)
 
     def __init__(self, stream_ctx):  # type: (Optional[torch.Stream]) -> None
         self.stream = stream_ctx
-        # Saved state per thread: {thread ident: token} for one entry, or
-        # {thread ident: [token, ...]} once a thread re-enters this object.
-        self._saved: Optional[Dict[int, Any]] = None
 
     def __enter__(self):  # type: () -> Optional[torch.Stream]
         cur = self.stream
         if cur is None:
             return None
-        token = _stream_enter(cur)
-        ident = _get_ident()
-        saved = self._saved
-        if saved is None:
-            self._saved = {ident: token}
-        elif ident not in saved:
-            saved[ident] = token
-        else:
-            prev = saved[ident]
-            saved[ident] = prev + [token] if isinstance(prev, list) else [prev, token]
+        _enter_stream(self, cur)
         return cur
 
     def __exit__(self, *args):  # type: (*Any) -> None
         if self.stream is None:
             return
-        saved = self._saved
-        ident = _get_ident()
-        token = saved[ident]  # type: ignore[index]
-        if isinstance(token, list):
-            token = token.pop()
-            if not saved[ident]:  # type: ignore[index]
-                del saved[ident]  # type: ignore[union-attr]
-        else:
-            del saved[ident]  # type: ignore[union-attr]
-        _stream_exit(token)
-
-
-_stream_enter = _C._npu_streamEnter
-_stream_exit = _C._npu_streamExit
-_get_ident = threading.get_ident
+        _exit_stream(self, "StreamContext")
 
 
 def stream(stream):  # type: (Optional[torch.Stream]) -> StreamContext
