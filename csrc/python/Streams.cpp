@@ -46,6 +46,7 @@
 #include "core/NPUFunctions.h"
 #include "core/NPUStream.h"
 #include "core/StreamLimits.h"
+#include "python/Init.h"
 
 namespace py = pybind11;
 
@@ -278,6 +279,7 @@ PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
                                    &streamPtr)) {
     return nullptr;
   }
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
   bool tripleGiven = false;
   bool deviceIndexGiven = false;
   if (kwargs != nullptr) {
@@ -518,6 +520,7 @@ PyObject* eventRecord(PyObject* obj, PyObject* arg) {
     TORCH_CHECK(type == kNpu, "Event device type ", c10::DeviceType::PrivateUse1,
                 " does not match recording stream's device type ", type, ".", NPU_ERROR_SUFFIX);
   }
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
   const NPUStream s =
       streamArgOrCurrent(arg, self->external != nullptr ? "ExternalEvent.record" : "Event.record");
   withEvent(self, [&] {
@@ -534,6 +537,7 @@ PyObject* eventRecord(PyObject* obj, PyObject* arg) {
 PyObject* eventWait(PyObject* obj, PyObject* arg) {
   HANDLE_TH_ERRORS
   auto* self = asEvent(obj);
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
   const NPUStream s =
       streamArgOrCurrent(arg, self->external != nullptr ? "ExternalEvent.wait" : "Event.wait");
   withEvent(self, [&] {
@@ -550,6 +554,7 @@ PyObject* eventWait(PyObject* obj, PyObject* arg) {
 PyObject* eventReset(PyObject* obj, PyObject* arg) {
   HANDLE_TH_ERRORS
   auto* self = asEvent(obj);
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
   const NPUStream s = streamArgOrCurrent(arg, "ExternalEvent.reset");
   TORCH_CHECK(self->external != nullptr, "API reset() only support ACL_EVENT_EXTERNAL flag event.",
               NPU_ERROR_SUFFIX);
@@ -708,6 +713,7 @@ PyObject* newExternalStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   TORCH_CHECK_TYPE(nargs == 3 && PyType_Check(args[0]) &&
                        PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(args[0]), &NPUStreamType),
                    "_npu_newExternalStream(cls, stream_ptr, device)");
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
   uint64_t handle = 0;
   const NPUStream s = resolveStream(args[2], 0, 0, 0, 0, 0, args[1], false, false, &handle);
   return wrapStream(reinterpret_cast<PyTypeObject*>(args[0]), s, handle);

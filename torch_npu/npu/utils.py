@@ -40,7 +40,19 @@ _init_lock = threading.Lock()
 
 
 def _lazy_init() -> None:
-    """Initialise the runtime (raises its configuration error, if any)."""
+    """Initialise the backend on first use (``torch.npu._lazy_init``).
+
+    Called by the first tensor on an npu device (PyTorch's device lazy init),
+    by the functions of this module, and (in C++) by the first stream or event
+    use. Validates every environment variable the backend reads and raises
+    ``RuntimeError`` naming the variable, its value and the accepted values:
+    ``NPU_SIM_DEVICE_COUNT``, ``NPU_SIM_CORES``, ``NPU_SIM_MEMORY_MB``,
+    ``NPU_SIM_TASK_DELAY_US``, ``TASK_QUEUE_ENABLE``,
+    ``ASCEND_LAUNCH_BLOCKING``, ``PER_STREAM_QUEUE`` and
+    ``TORCH_NPU_EXTERNAL_STREAM_MODE``; a bad ``STREAMS_PER_DEVICE`` warns
+    and uses 32, as torch_npu does. A failed initialisation raises again at
+    the next use.
+    """
     global _initialized
     if _initialized:
         return
@@ -54,8 +66,8 @@ def _is_in_bad_fork() -> bool:
 
 
 def is_initialized():  # type: () -> bool
-    r"""True once the runtime has been initialised."""
-    return _initialized
+    r"""True once the backend has been initialised (see :func:`_lazy_init`)."""
+    return _initialized or _C._npu_isInitialized()
 
 
 def is_available():  # type: () -> bool
