@@ -33,6 +33,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/utils/python_strings.h>
 
+#include <climits>
 #include <cstdint>
 #include <mutex>
 #include <new>
@@ -73,8 +74,20 @@ PyTypeObject* gStreamClass = &NPUStreamType;
 c10::DeviceIndex parseDevice(PyObject* obj, bool lenient = false) {
   if (obj == nullptr || obj == Py_None) return -1;
   if (PyLong_Check(obj) && !PyBool_Check(obj)) {
-    const long long v = PyLong_AsLongLong(obj);
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (v == -1 && PyErr_Occurred()) throw python_error();
+    if (overflow != 0) {
+      // Beyond 64 bits: still "Invalid device_index", not an OverflowError
+      // that names no argument.
+      THPObjectPtr text(PyObject_Str(obj));
+      if (!text) throw python_error();
+      TORCH_CHECK(overflow < 0 && lenient,
+                  "Invalid device_index: ", THPUtils_unpackString(text.get()),
+                  ". Expected a device index in [0, ",
+                  static_cast<int>(device_count_ensure_non_zero()), ") or -1.", NPU_ERROR_SUFFIX);
+      return -1;
+    }
     if (v == -1 || (v < 0 && lenient)) return -1;
     const c10::DeviceIndex count = device_count_ensure_non_zero();
     TORCH_CHECK(v >= 0 && v < count, "Invalid device_index: ", v,
@@ -213,6 +226,21 @@ c10::DeviceIndex externalDevice(PyObject* device, bool deviceIndexGiven, long lo
   return fromIndex;
 }
 
+// Priority argument: any int. torch_npu's rule (<= -1 high, else normal)
+// covers every value, so ints beyond 32 bits saturate instead of raising an
+// OverflowError that names no argument.
+int parsePriority(PyObject* obj) {
+  TORCH_CHECK_TYPE(PyLong_Check(obj), "Stream expects priority to be an int, but got ",
+                   Py_TYPE(obj)->tp_name);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (v == -1 && PyErr_Occurred()) throw python_error();
+  if (overflow != 0) return overflow < 0 ? INT_MIN : INT_MAX;
+  if (v < INT_MIN) return INT_MIN;
+  if (v > INT_MAX) return INT_MAX;
+  return static_cast<int>(v);
+}
+
 // tripleGiven: stream_id, device_index or device_type was passed. Then the
 // triple is validated and used (even if all zero, which torch_npu silently
 // turns into a pool stream).
@@ -266,7 +294,7 @@ NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long l
 PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   HANDLE_TH_ERRORS
   PyObject* device = Py_None;
-  int priority = 0;
+  PyObject* priorityObj = nullptr;
   int isSyncLaunch = 0;
   long long streamId = 0;
   long long deviceIndex = 0;
@@ -274,11 +302,12 @@ PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* streamPtr = Py_None;
   static const char* kwlist[] = {"device",      "priority",    "is_sync_launch", "stream_id",
                                  "device_index", "device_type", "stream_ptr",     nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OiiLLLO", const_cast<char**>(kwlist), &device,
-                                   &priority, &isSyncLaunch, &streamId, &deviceIndex, &deviceType,
-                                   &streamPtr)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOiLLLO", const_cast<char**>(kwlist), &device,
+                                   &priorityObj, &isSyncLaunch, &streamId, &deviceIndex,
+                                   &deviceType, &streamPtr)) {
     return nullptr;
   }
+  const int priority = priorityObj == nullptr ? 0 : parsePriority(priorityObj);
   ensureInitialized();  // Note [Configuration is validated at initialisation]
   bool tripleGiven = false;
   bool deviceIndexGiven = false;

@@ -261,6 +261,24 @@ def test_hash_and_repr_do_not_drain():
     assert x[0].item() == 6
 
 
+def test_priority_any_int_follows_torch_npus_rule():
+    # <= -1 is HIGH, anything else NORMAL: also beyond 32 and 64 bits, where
+    # the argument parser used to raise an OverflowError naming no argument.
+    for priority, kind in ((-(2**40), 4), (-(2**70), 4), (2**40, 3), (2**70, 3), (-1, 4), (7, 3)):
+        assert npu.Stream(priority=priority).stream_id >> 5 == kind, priority
+    with pytest.raises(TypeError, match="Stream expects priority to be an int, but got float"):
+        npu.Stream(priority=-1.0)
+
+
+def test_huge_device_index_is_invalid_device_index():
+    with pytest.raises(RuntimeError, match=r"Invalid device_index: 1180591620717411303424\."):
+        npu.Stream(device=2**70)
+    with pytest.raises(RuntimeError, match=r"Invalid device_index: 1180591620717411303424\."):
+        npu.current_stream(2**70)
+    with pytest.raises(RuntimeError, match=r"Invalid device_index: 99\."):
+        npu.Stream(device="npu:99")
+
+
 def test_stream_methods_reject_non_streams_and_non_events():
     s = npu.Stream()
     with pytest.raises(TypeError, match="wait_event expects a torch_npu.npu.Event, but got NoneType"):
@@ -281,6 +299,21 @@ def test_stream_methods_reject_non_streams_and_non_events():
     s.wait_event(e)
     assert s.record_event(torch.Event(device="npu")) is not None
     s.synchronize()
+
+
+def test_rich_comparison_with_other_objects():
+    s = npu.Stream()
+    for other in (None, 1, "s", object(), npu.Event(), torch.device("npu:0"), (s.stream_id, 0, NPU_TYPE)):
+        assert not (s == other) and s != other
+        assert not (other == s) and other != s
+        with pytest.raises(TypeError):
+            s < other  # noqa: B015
+    g = torch.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+    assert s != g and g != s  # only Streams compare equal to a Stream (torch_npu's rule)
+    sl = npu.SyncLaunchStream()
+    r = npu.Stream(stream_id=sl.stream_id, device_index=sl.device_index, device_type=sl.device_type)
+    assert sl != r and r != sl and not (sl == r)
+    assert not (s != npu.Stream(stream_id=s.stream_id, device_index=0, device_type=NPU_TYPE))
 
 
 def test_priority_range_raises():
@@ -590,6 +623,11 @@ BAD_INPUTS = [
     ("Stream().wait_stream(1)", lambda: npu.Stream().wait_stream(1), TypeError),
     ("Stream().wait_stream(cpu stream)", lambda: npu.Stream().wait_stream(torch.Stream(device="cpu")), RuntimeError),
     ("Stream().record_event('e')", lambda: npu.Stream().record_event("e"), TypeError),
+    ("Stream(priority=1.5)", lambda: npu.Stream(priority=1.5), TypeError),
+    ("Stream(priority=None)", lambda: npu.Stream(priority=None), TypeError),
+    ("Stream(device=2**70)", lambda: npu.Stream(device=2**70), RuntimeError),
+    ("Stream(device='npu:99')", lambda: npu.Stream(device="npu:99"), RuntimeError),
+    ("device_of(1)", lambda: npu.device_of(1), TypeError),
     ("StreamContext(s).__exit__", lambda: npu.StreamContext(npu.Stream()).__exit__(None, None, None), RuntimeError),
     ("Stream().__exit__", lambda: npu.Stream().__exit__(None, None, None), RuntimeError),
     ("set_data_preprocess_stream(1)", lambda: npu.Stream().set_data_preprocess_stream(1), TypeError),

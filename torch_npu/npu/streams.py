@@ -160,6 +160,11 @@ class _StreamMethods:
             return super().__eq__(other)
         return False
 
+    def __ne__(self, other: object) -> bool:
+        # Not inherited: the C base's != compares any torch.Stream by its
+        # triple, so `s != g` was False while `s == g` was False too.
+        return not self.__eq__(other)
+
     def __hash__(self) -> int:
         # hash((npu_stream, device)) as in torch_npu, with npu_stream's value
         # read without draining the task queue (a host sync per dict lookup
@@ -199,8 +204,8 @@ class Stream(_StreamMethods, _StreamBase):
     Args:
         device (torch.device or int, optional): the device of the stream; the
             current device if ``None`` (default) or a negative integer.
-        priority (int, optional): ``<= -1`` gives a high-priority stream, anything
-            else a normal one (default ``0``).
+        priority (int, optional): ``<= -1`` gives a high-priority stream, any
+            other int a normal one (default ``0``); not an int: ``TypeError``.
         **kwargs: ``is_sync_launch`` (a stream whose launches bypass the task
             queue), or ``stream_id``, ``device_index`` and ``device_type`` to
             rebuild a stream from its triple (validated), or ``stream_ptr`` (see

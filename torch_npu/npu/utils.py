@@ -167,6 +167,8 @@ class device_of(device):
     r"""Context manager that selects the device of a tensor (no-op for CPU tensors)."""
 
     def __init__(self, obj):  # type: (torch.Tensor) -> None
+        if not isinstance(obj, torch.Tensor):
+            raise TypeError(f"device_of expects a torch.Tensor, but got {type(obj).__name__}")
         idx = obj.get_device() if obj.device.type == "npu" else -1
         super().__init__(idx)
 
