@@ -40,4 +40,5 @@ def erase_stream(tensor, stream):  # type: (torch.Tensor, npu.Stream) -> None
         raise TypeError(f"erase_stream expects a torch.Tensor, but got {type(tensor).__name__}")
     if not isinstance(stream, torch.Stream):
         raise TypeError(f"erase_stream expects a torch_npu.npu.Stream, but got {type(stream).__name__}")
+    _C._npu_checkStreamArg(stream, "erase_stream")  # e.g. a cpu stream: named as such
     _C._npu_eraseStream(tensor, stream.stream_id, stream.device_index, stream.device_type)

@@ -112,9 +112,12 @@ std::pair<c10::DeviceIndex, c10::StreamId> registerStream(npuStream_t handle,
     device = static_cast<c10::DeviceIndex>(owner);
   } else {
     device = checkedDeviceIndex(device);
-    TORCH_CHECK(device == owner, "External NPU stream ", hexHandle(handle),
-                " belongs to device npu:", owner, ", but device npu:", static_cast<int>(device),
-                " was given. Pass device=None to use the stream's own device.", NPU_ERROR_SUFFIX);
+    TORCH_CHECK(
+        device == owner, "External NPU stream ", hexHandle(handle),
+        " belongs to device npu:", owner, ", but device npu:", static_cast<int>(device),
+        " was given. Pass neither device nor device_index (or device=None) to use the stream's own "
+        "device.",
+        NPU_ERROR_SUFFIX);
   }
   Registry& reg = registries()[device];
   std::lock_guard<std::mutex> lock(reg.mutex);

@@ -6,6 +6,7 @@
 // NPUStream::unpack3. Every function is thread-safe.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -27,6 +28,7 @@
 #include "core/NPUStream.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.h"
+#include "python/Init.h"
 
 namespace py = pybind11;
 
@@ -116,17 +118,69 @@ int kernelThreads(int64_t id, int64_t idx, int64_t type) {
   return seen->load();
 }
 
+std::atomic<bool> gInitialized{false};
+
+// torch_npu._C._npu_init(): see Note [Configuration is validated at
+// initialisation]. A plain CPython function rather than a pybind11 one, so
+// that HANDLE_TH_ERRORS turns the STREAMS_PER_DEVICE warning into a Python
+// warning. Returns the device count.
+PyObject* npuInit(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  checkNotInBadFork();  // Note [Fork]: the parent's initialisation is no use here
+  ensureInitialized();
+  return PyLong_FromLong(static_cast<long>(device_count()));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* npuIsInitialized(PyObject*, PyObject*) { return PyBool_FromLong(initialized() ? 1 : 0); }
+
+PyMethodDef initMethods[] = {{"_npu_init", npuInit, METH_NOARGS, nullptr},
+                             {"_npu_isInitialized", npuIsInitialized, METH_NOARGS, nullptr},
+                             {nullptr, nullptr, 0, nullptr}};
+
 }  // namespace
 
+bool initialized() noexcept { return gInitialized.load(std::memory_order_acquire); }
+
+void initializeSlow() {
+  static std::mutex mutex;  // one thread validates; the others wait for its verdict
+  std::lock_guard<std::mutex> lock(mutex);
+  if (initialized()) return;
+  // 1. The runtime: NPU_SIM_DEVICE_COUNT, _CORES, _MEMORY_MB, _TASK_DELAY_US.
+  //    npurt parses them once and reports a bad one from every call as
+  //    npuErrorInitializationError, with the variable, value and range in
+  //    the last error message.
+  int count = 0;
+  const npuError_t status = npuGetDeviceCount(&count);
+  if (status != npuSuccess) {
+    std::string detail = npuGetLastErrorMessage();
+    // npurt prefixes its message with the entry point's name; the user did
+    // not call it, so say what failed instead.
+    const std::string prefix = "npuGetDeviceCount: ";
+    if (detail.compare(0, prefix.size(), prefix) == 0) detail.erase(0, prefix.size());
+    TORCH_CHECK(false, "NPU initialisation failed: ", detail, " (", npuGetErrorName(status),
+                "). Fix or unset the variable; README.md \"Configuration\" lists the "
+                "accepted values.",
+                NPU_ERROR_SUFFIX);
+  }
+  TORCH_CHECK(count > 0, "No NPU devices are available", NPU_ERROR_SUFFIX);
+  // 2. The task queue: TASK_QUEUE_ENABLE, ASCEND_LAUNCH_BLOCKING,
+  //    PER_STREAM_QUEUE (raises torch_npu's "TASK_QUEUE_ENABLE should be 0, 1
+  //    or 2", ...).
+  (void)queue::config();
+  // 3. TORCH_NPU_EXTERNAL_STREAM_MODE (compat | full).
+  (void)external::mode();
+  // 4. STREAMS_PER_DEVICE: torch_npu warns and uses 32, so this warns too.
+  (void)streamsPerPool();
+  gInitialized.store(true, std::memory_order_release);
+}
+
 void initModule(py::module_& m) {
+  if (PyModule_AddFunctions(m.ptr(), initMethods) < 0) throw python_error();
   m.def("_testing_kernel_threads", &kernelThreads);
   m.def("_testing_block_stream", &blockStream);
   m.def("_testing_release", &releaseGate);
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
-  m.def("_npu_init", [] {
-    checkNotInBadFork();
-    return static_cast<int>(device_count_ensure_non_zero());
-  });
   m.def("_npu_isInBadFork", [] { return inBadFork(); });
   m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
   m.def("_npu_setDevice", [](int64_t d) { set_device(checkedDeviceIndex(d)); });

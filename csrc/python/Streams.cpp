@@ -4,12 +4,14 @@
 // Layer: binding.
 //
 // _NPUStreamBase subclasses torch._C.Stream (THPStream), so every npu stream
-// is a torch.Stream and PyTorch's generic code accepts it; it adds no fields:
-// the (stream_id, device_index, device_type) triple of THPStream *is* the
-// stream, validated once at construction (NPUStream::unpack3 or a pool / the
-// external registry). A stream argument that is only a torch.Stream (not one
-// of ours) is validated again on every use, so a generic stream of another
-// device type never reaches the core as if it were an npu stream.
+// is a torch.Stream and PyTorch's generic code accepts it. The (stream_id,
+// device_index, device_type) triple of THPStream *is* the stream, validated
+// once at construction (NPUStream::unpack3 or a pool / the external
+// registry); the only field added is a cache of the runtime handle (Note
+// [Stream hash and repr do not drain]). A stream argument that is only a
+// torch.Stream (not one of ours) is validated again on every use, so a
+// generic stream of another device type never reaches the core as if it were
+// an npu stream.
 //
 // _NPUEventBase subclasses torch._C.Event (THPEvent) and owns a
 // c10_npu::NPUEvent, or an NPUExternalEvent for ExternalEvent. Calls on one
@@ -31,6 +33,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/utils/python_strings.h>
 
+#include <climits>
 #include <cstdint>
 #include <mutex>
 #include <new>
@@ -44,6 +47,7 @@
 #include "core/NPUFunctions.h"
 #include "core/NPUStream.h"
 #include "core/StreamLimits.h"
+#include "python/Init.h"
 
 namespace py = pybind11;
 
@@ -70,8 +74,20 @@ PyTypeObject* gStreamClass = &NPUStreamType;
 c10::DeviceIndex parseDevice(PyObject* obj, bool lenient = false) {
   if (obj == nullptr || obj == Py_None) return -1;
   if (PyLong_Check(obj) && !PyBool_Check(obj)) {
-    const long long v = PyLong_AsLongLong(obj);
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (v == -1 && PyErr_Occurred()) throw python_error();
+    if (overflow != 0) {
+      // Beyond 64 bits: still "Invalid device_index", not an OverflowError
+      // that names no argument.
+      THPObjectPtr text(PyObject_Str(obj));
+      if (!text) throw python_error();
+      TORCH_CHECK(overflow < 0 && lenient,
+                  "Invalid device_index: ", THPUtils_unpackString(text.get()),
+                  ". Expected a device index in [0, ",
+                  static_cast<int>(device_count_ensure_non_zero()), ") or -1.", NPU_ERROR_SUFFIX);
+      return -1;
+    }
     if (v == -1 || (v < 0 && lenient)) return -1;
     const c10::DeviceIndex count = device_count_ensure_non_zero();
     TORCH_CHECK(v >= 0 && v < count, "Invalid device_index: ", v,
@@ -93,12 +109,24 @@ c10::DeviceIndex parseDevice(PyObject* obj, bool lenient = false) {
 }
 
 // Validates a triple from Python. Ranges are checked before narrowing, so
-// device_index 999 is "Invalid device_index: 999", not a wrapped int8.
-NPUStream unpackChecked(int64_t stream_id, int64_t device_index, int64_t device_type) {
+// device_index 999 is "Invalid device_index: 999", not a wrapped int8. The
+// device type is checked before the index: a stream of another device (e.g.
+// torch.Stream(device="cpu"), whose index is -1) is named as such, not as
+// "Invalid device_index: -1". `api` prefixes that message when given.
+NPUStream unpackChecked(int64_t stream_id, int64_t device_index, int64_t device_type,
+                        const char* api = nullptr) {
   TORCH_CHECK(device_type >= 0 &&
                   device_type < static_cast<int64_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES),
               "Invalid device_type: ", device_type, ". Expected the npu device type ",
               static_cast<int>(kNpu), NPU_ERROR_SUFFIX);
+  if (device_type != static_cast<int64_t>(kNpu)) {
+    const auto type = static_cast<c10::DeviceType>(device_type);
+    TORCH_CHECK(false, api != nullptr ? api : "", api != nullptr ? ": " : "",
+                "Expected a npu stream, but got a stream of device ",
+                c10::DeviceTypeName(type, /*lower_case=*/true), " (device_type ", device_type,
+                "). Pass a torch_npu.npu.Stream or a torch.Stream of an npu device.",
+                NPU_ERROR_SUFFIX);
+  }
   TORCH_CHECK(device_index >= 0 && device_index < device_count_ensure_non_zero(),
               "Invalid device_index: ", device_index, NPU_ERROR_SUFFIX);
   return NPUStream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
@@ -123,7 +151,7 @@ NPUStream streamArg(PyObject* obj, const char* api) {
                    " expects a torch_npu.npu.Stream, but got ",
                    obj == nullptr ? "nothing" : Py_TYPE(obj)->tp_name);
   auto* s = reinterpret_cast<THPStream*>(obj);
-  return unpackChecked(s->stream_id, s->device_index, s->device_type);
+  return unpackChecked(s->stream_id, s->device_index, s->device_type, api);
 }
 
 // As streamArg, None → the current stream of the current device.
@@ -132,13 +160,44 @@ NPUStream streamArgOrCurrent(PyObject* obj, const char* api) {
   return streamArg(obj, api);
 }
 
-PyObject* wrapStream(PyTypeObject* cls, const NPUStream& s) {
+// Note [Stream hash and repr do not drain]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch_npu defines Stream.__hash__ as hash((npu_stream, device)) and puts
+// npu_stream in the repr, but reading npu_stream drains the task queue (Note
+// [Task queue drain rule]): a host sync per dict lookup. And for an external
+// stream the registry refuses the handle once the stream was destroyed, so a
+// dict keyed by the wrapper could no longer even pop it. A stream's handle
+// never changes, so hash and repr read `_raw_npu_stream` instead: the same
+// value, without the drain, cached in the object. The cache is filled when
+// the handle is known without a lookup (ExternalStream(ptr)), when an
+// external id is validated (its entry is alive then), or on first read.
+struct NPUStreamObject {
+  THPStream base;
+  uint64_t handle;  // 0 = not known yet; written with the GIL held
+};
+
+void cacheHandle(PyObject* obj, uint64_t handle) {
+  reinterpret_cast<NPUStreamObject*>(obj)->handle = handle;
+}
+
+PyObject* wrapStream(PyTypeObject* cls, const NPUStream& s, uint64_t handle = 0) {
   PyObject* obj = cls->tp_alloc(cls, 0);
   if (obj == nullptr) return nullptr;
   auto* self = reinterpret_cast<THPStream*>(obj);
   self->stream_id = s.id();
   self->device_index = s.device_index();
   self->device_type = static_cast<int64_t>(s.device_type());
+  if (handle == 0 && s.isExternal()) {
+    // An external stream's entry may be destroyed later: learn the handle
+    // while it is alive. If it is dead already, leave it to the first read
+    // (which raises the registry's "was destroyed" error).
+    try {
+      handle = reinterpret_cast<uint64_t>(s.rawHandle());
+    } catch (const c10::Error&) {
+      handle = 0;
+    }
+  }
+  cacheHandle(obj, handle);
   return obj;
 }
 
@@ -146,12 +205,52 @@ PyObject* wrapStream(PyTypeObject* cls, const NPUStream& s) {
 // _NPUStreamBase
 // ---------------------------------------------------------------------------
 
+// The device an ExternalStream asks for: `device`, or the `device_index`
+// keyword, which names a device just as `device` does (an explicit index that
+// disagrees with the handle's device is the registry's "belongs to device"
+// error, never a silent switch to the handle's device). -1 or None: the
+// handle's own device. Both given and different: ValueError.
+c10::DeviceIndex externalDevice(PyObject* device, bool deviceIndexGiven, long long deviceIndex) {
+  const c10::DeviceIndex fromDevice = parseDevice(device);
+  if (!deviceIndexGiven || deviceIndex == -1) return fromDevice;
+  const c10::DeviceIndex count = device_count_ensure_non_zero();
+  TORCH_CHECK(deviceIndex >= 0 && deviceIndex < count, "Invalid device_index: ", deviceIndex,
+              ". Expected a device index in [0, ", static_cast<int>(count), ") or -1.",
+              NPU_ERROR_SUFFIX);
+  const auto fromIndex = static_cast<c10::DeviceIndex>(deviceIndex);
+  TORCH_CHECK_VALUE(fromDevice == -1 || fromDevice == fromIndex,
+                    "ExternalStream: device=npu:", static_cast<int>(fromDevice),
+                    " and device_index=", deviceIndex,
+                    " name different devices. Pass only one of them (or neither, to use the "
+                    "stream's own device).");
+  return fromIndex;
+}
+
+// Priority argument: any int. torch_npu's rule (<= -1 high, else normal)
+// covers every value, so ints beyond 32 bits saturate instead of raising an
+// OverflowError that names no argument.
+int parsePriority(PyObject* obj) {
+  TORCH_CHECK_TYPE(PyLong_Check(obj), "Stream expects priority to be an int, but got ",
+                   Py_TYPE(obj)->tp_name);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (v == -1 && PyErr_Occurred()) throw python_error();
+  if (overflow != 0) return overflow < 0 ? INT_MIN : INT_MAX;
+  if (v < INT_MIN) return INT_MIN;
+  if (v > INT_MAX) return INT_MAX;
+  return static_cast<int>(v);
+}
+
 // tripleGiven: stream_id, device_index or device_type was passed. Then the
 // triple is validated and used (even if all zero, which torch_npu silently
 // turns into a pool stream).
+// deviceIndexGiven: device_index was passed. With stream_ptr it is a device
+// request, exactly like `device` (see externalDevice). handleOut receives the
+// runtime handle when it is known without a lookup (stream_ptr), else 0.
 NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long long streamId,
                         long long deviceIndex, long long deviceType, PyObject* streamPtr,
-                        bool tripleGiven = false) {
+                        bool tripleGiven = false, bool deviceIndexGiven = false,
+                        uint64_t* handleOut = nullptr) {
   if (streamPtr != nullptr && streamPtr != Py_None) {
     TORCH_CHECK(priority == 0, "Priority was explicitly set for an external stream",
                 NPU_ERROR_SUFFIX);
@@ -162,12 +261,13 @@ NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long l
                      "but got ",
                      Py_TYPE(streamPtr)->tp_name);
     // Beyond torch_npu: never fall back to the unpack path silently.
-    TORCH_CHECK_VALUE(streamId == 0 && deviceIndex == 0 && deviceType == 0,
-                      "ExternalStream: stream_ptr cannot be combined with stream_id, "
-                      "device_index or device_type (got stream_id=",
-                      streamId, ", device_index=", deviceIndex, ", device_type=", deviceType,
-                      "). Wrap a raw handle with stream_ptr alone, or rebuild a stream from its "
-                      "(stream_id, device_index, device_type) without stream_ptr.");
+    TORCH_CHECK_VALUE(streamId == 0 && deviceType == 0,
+                      "ExternalStream: stream_ptr cannot be combined with stream_id or "
+                      "device_type (got stream_id=",
+                      streamId, ", device_type=", deviceType,
+                      "). Wrap a raw handle with stream_ptr (and optionally device), or rebuild a "
+                      "stream from its (stream_id, device_index, device_type) without "
+                      "stream_ptr.");
     const unsigned long long ptr = PyLong_AsUnsignedLongLong(streamPtr);
     if (PyErr_Occurred()) {
       PyErr_Clear();
@@ -178,8 +278,11 @@ NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long l
     TORCH_CHECK_VALUE(ptr != 0,
                       "ExternalStream(0): 0 is not a stream handle (it means 'no stream'). Pass "
                       "the npuStream_t of a stream created with npuStreamCreate.");
-    return getStreamFromExternal(reinterpret_cast<npuStream_t>(static_cast<uintptr_t>(ptr)),
-                                 parseDevice(device));
+    const NPUStream s =
+        getStreamFromExternal(reinterpret_cast<npuStream_t>(static_cast<uintptr_t>(ptr)),
+                              externalDevice(device, deviceIndexGiven, deviceIndex));
+    if (handleOut != nullptr) *handleOut = ptr;
+    return s;
   }
   if (tripleGiven || streamId != 0 || deviceIndex != 0 || deviceType != 0) {
     return unpackChecked(streamId, deviceIndex, deviceType);
@@ -191,7 +294,7 @@ NPUStream resolveStream(PyObject* device, int priority, int isSyncLaunch, long l
 PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   HANDLE_TH_ERRORS
   PyObject* device = Py_None;
-  int priority = 0;
+  PyObject* priorityObj = nullptr;
   int isSyncLaunch = 0;
   long long streamId = 0;
   long long deviceIndex = 0;
@@ -199,20 +302,25 @@ PyObject* streamNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* streamPtr = Py_None;
   static const char* kwlist[] = {"device",      "priority",    "is_sync_launch", "stream_id",
                                  "device_index", "device_type", "stream_ptr",     nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OiiLLLO", const_cast<char**>(kwlist), &device,
-                                   &priority, &isSyncLaunch, &streamId, &deviceIndex, &deviceType,
-                                   &streamPtr)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOiLLLO", const_cast<char**>(kwlist), &device,
+                                   &priorityObj, &isSyncLaunch, &streamId, &deviceIndex,
+                                   &deviceType, &streamPtr)) {
     return nullptr;
   }
+  const int priority = priorityObj == nullptr ? 0 : parsePriority(priorityObj);
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
   bool tripleGiven = false;
+  bool deviceIndexGiven = false;
   if (kwargs != nullptr) {
     for (const char* key : {"stream_id", "device_index", "device_type"}) {
       tripleGiven = tripleGiven || PyDict_GetItemString(kwargs, key) != nullptr;
     }
+    deviceIndexGiven = PyDict_GetItemString(kwargs, "device_index") != nullptr;
   }
+  uint64_t handle = 0;
   const NPUStream s = resolveStream(device, priority, isSyncLaunch, streamId, deviceIndex,
-                                    deviceType, streamPtr, tripleGiven);
-  return wrapStream(type, s);
+                                    deviceType, streamPtr, tripleGiven, deviceIndexGiven, &handle);
+  return wrapStream(type, s, handle);
   END_HANDLE_TH_ERRORS
 }
 
@@ -231,7 +339,21 @@ PyObject* streamGetNpuStream(PyObject* self, void*) {
     pybind11::gil_scoped_release nogil;
     h = s.stream();  // drains the task queue; see Note [Task queue drain rule]
   }
+  cacheHandle(self, reinterpret_cast<uint64_t>(h));
   return PyLong_FromVoidPtr(h);
+  END_HANDLE_TH_ERRORS
+}
+
+// npu_stream's value without the drain; see Note [Stream hash and repr do not
+// drain]. Also readable after an external stream was destroyed, if the
+// handle was learnt while it was alive (always, for ExternalStream objects).
+PyObject* streamGetRawNpuStream(PyObject* self, void*) {
+  HANDLE_TH_ERRORS
+  auto* obj = reinterpret_cast<NPUStreamObject*>(self);
+  if (obj->handle == 0) {
+    obj->handle = reinterpret_cast<uint64_t>(trustedStream(self).rawHandle());
+  }
+  return PyLong_FromUnsignedLongLong(obj->handle);
   END_HANDLE_TH_ERRORS
 }
 
@@ -310,6 +432,10 @@ PyGetSetDef streamGetSet[] = {
     {const_cast<char*>("device"), streamGetDevice, nullptr, nullptr, nullptr},
     {const_cast<char*>("npu_stream"), streamGetNpuStream, nullptr,
      const_cast<char*>("The runtime handle as an int; reading it drains the task queue."), nullptr},
+    {const_cast<char*>("_raw_npu_stream"), streamGetRawNpuStream, nullptr,
+     const_cast<char*>("The value of npu_stream without draining the task queue (for hash and "
+                       "repr)."),
+     nullptr},
     {const_cast<char*>("priority"), streamGetPriority, nullptr, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
@@ -423,7 +549,9 @@ PyObject* eventRecord(PyObject* obj, PyObject* arg) {
     TORCH_CHECK(type == kNpu, "Event device type ", c10::DeviceType::PrivateUse1,
                 " does not match recording stream's device type ", type, ".", NPU_ERROR_SUFFIX);
   }
-  const NPUStream s = streamArgOrCurrent(arg, "Event.record");
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
+  const NPUStream s =
+      streamArgOrCurrent(arg, self->external != nullptr ? "ExternalEvent.record" : "Event.record");
   withEvent(self, [&] {
     if (self->external != nullptr) {
       self->external->record(s);
@@ -438,7 +566,9 @@ PyObject* eventRecord(PyObject* obj, PyObject* arg) {
 PyObject* eventWait(PyObject* obj, PyObject* arg) {
   HANDLE_TH_ERRORS
   auto* self = asEvent(obj);
-  const NPUStream s = streamArgOrCurrent(arg, "Event.wait");
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
+  const NPUStream s =
+      streamArgOrCurrent(arg, self->external != nullptr ? "ExternalEvent.wait" : "Event.wait");
   withEvent(self, [&] {
     if (self->external != nullptr) {
       self->external->wait(s);
@@ -453,6 +583,7 @@ PyObject* eventWait(PyObject* obj, PyObject* arg) {
 PyObject* eventReset(PyObject* obj, PyObject* arg) {
   HANDLE_TH_ERRORS
   auto* self = asEvent(obj);
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
   const NPUStream s = streamArgOrCurrent(arg, "ExternalEvent.reset");
   TORCH_CHECK(self->external != nullptr, "API reset() only support ACL_EVENT_EXTERNAL flag event.",
               NPU_ERROR_SUFFIX);
@@ -611,12 +742,30 @@ PyObject* newExternalStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   TORCH_CHECK_TYPE(nargs == 3 && PyType_Check(args[0]) &&
                        PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(args[0]), &NPUStreamType),
                    "_npu_newExternalStream(cls, stream_ptr, device)");
-  const NPUStream s = resolveStream(args[2], 0, 0, 0, 0, 0, args[1]);
-  return wrapStream(reinterpret_cast<PyTypeObject*>(args[0]), s);
+  ensureInitialized();  // Note [Configuration is validated at initialisation]
+  uint64_t handle = 0;
+  const NPUStream s = resolveStream(args[2], 0, 0, 0, 0, 0, args[1], false, false, &handle);
+  return wrapStream(reinterpret_cast<PyTypeObject*>(args[0]), s, handle);
+  END_HANDLE_TH_ERRORS
+}
+
+// _npu_checkStreamArg(stream, api): validates a stream argument of a
+// Python-level API (Stream.wait_stream, erase_stream) with the same messages
+// as the C entry points: TypeError for a non-stream, RuntimeError naming the
+// device for a stream of another device or a bad triple.
+PyObject* checkStreamArg(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* stream = nullptr;
+  const char* api = nullptr;
+  if (!PyArg_ParseTuple(args, "Os", &stream, &api)) return nullptr;
+  const NPUStream s = streamArg(stream, api);
+  if (s.isExternal()) (void)s.rawHandle();  // a destroyed external stream raises here
+  Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
 }
 
 PyMethodDef moduleMethods[] = {
+    {"_npu_checkStreamArg", checkStreamArg, METH_VARARGS, nullptr},
     {"_npu_newExternalStream", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(newExternalStream)),
      METH_FASTCALL, nullptr},
     {"_npu_currentStreamObject", currentStreamObject, METH_O, nullptr},
@@ -644,7 +793,7 @@ void initStreams(py::module_& m) {
 
   PyTypeObject& st = NPUStreamType;
   st.tp_name = "torch_npu._C._NPUStreamBase";
-  st.tp_basicsize = sizeof(THPStream);  // no fields of our own: the triple is the stream
+  st.tp_basicsize = sizeof(NPUStreamObject);  // the triple + the handle cache
   st.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
   st.tp_doc = "C base of torch_npu.npu.Stream: a torch.Stream of the npu device.";
   st.tp_richcompare = streamRichCompare;

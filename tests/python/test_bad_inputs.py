@@ -52,7 +52,7 @@ def test_bad_device_arguments(call, exc, match):
     (dict(stream_id=0, device_index=999, device_type=T), INVALID_INDEX.format(999)),
     (dict(stream_id=0, device_index=-5, device_type=T), INVALID_INDEX.format(-5)),
     (dict(stream_id=0, device_index=0, device_type=999), "Invalid device_type: 999"),
-    (dict(stream_id=0, device_index=0, device_type=0), "Expected a npu stream, but got device_type 0"),
+    (dict(stream_id=0, device_index=0, device_type=0), r"Expected a npu stream, but got a stream of device cpu \(device_type 0\)"),
     (dict(stream_id=64 + 4, device_index=0, device_type=T), "Invalid sync launch stream index 4"),
     (dict(stream_id=(1 << 30) | 12345, device_index=0, device_type=T), "Unrecognized external NPU stream"),
 ])
@@ -73,6 +73,42 @@ def test_npu_stream_from_bad_triple(kwargs, match):
 def test_bad_stream_devices(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+CPU_STREAM = r"Expected a npu stream, but got a stream of device cpu \(device_type 0\)"
+
+
+@pytest.mark.parametrize("api,call", [
+    ("set_stream", lambda s: torch_npu.npu.set_stream(s)),
+    ("torch_npu.npu.stream", lambda s: torch_npu.npu.stream(s).__enter__()),
+    ("torch_npu.npu.stream", lambda s: torch_npu.npu.StreamContext(s).__enter__()),
+    ("wait_stream", lambda s: torch_npu.npu.Stream().wait_stream(s)),
+    ("Event.wait", lambda s: torch_npu.npu.Event().wait(s)),
+    ("ExternalEvent.wait", lambda s: torch_npu.npu.ExternalEvent().wait(s)),
+    ("ExternalEvent.reset", lambda s: torch_npu.npu.ExternalEvent().reset(s)),
+    ("set_stream_limit", lambda s: torch_npu.npu.set_stream_limit(s, 1)),
+    ("get_stream_limit", lambda s: torch_npu.npu.get_stream_limit(s)),
+    ("erase_stream", lambda s: torch_npu.erase_stream(torch.ones(1, device="npu"), s)),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_cpu_stream_is_named_as_such(api, call):
+    # A stream of another device used to fail as "Invalid device_index: -1"
+    # (the cpu stream's index), or inside PyTorch's cpu guard.
+    with pytest.raises(RuntimeError, match=rf"^{api}: {CPU_STREAM}\. Pass a torch_npu.npu.Stream"):
+        call(torch.Stream(device="cpu"))
+    assert torch.npu.current_stream() == torch.npu.default_stream()
+    assert torch.npu.current_device() == 0
+
+
+def test_cpu_stream_in_event_record_and_accelerator():
+    cpu = torch.Stream(device="cpu")
+    for event in (torch_npu.npu.Event(), torch_npu.npu.ExternalEvent()):
+        with pytest.raises(RuntimeError, match="Event device type npu does not match recording stream's device type cpu"):
+            event.record(cpu)
+    with pytest.raises(RuntimeError, match="doesn't match the current accelerator"):
+        torch.accelerator.set_stream(cpu)  # PyTorch's own check, before the guard
+    with pytest.raises(RuntimeError, match=CPU_STREAM):
+        torch_npu.npu.Stream(stream_id=cpu.stream_id, device_index=cpu.device_index, device_type=cpu.device_type)
+    assert torch.npu.current_stream() == torch.npu.default_stream()
 
 
 # The generic torch.Stream(stream_id=..., ...) constructor is PyTorch's and

@@ -226,7 +226,7 @@ def test_zero_pointer_is_value_error():
         npu.ExternalStream(0)
 
 
-@pytest.mark.parametrize("extra", [{"stream_id": 1}, {"device_index": 1}, {"device_type": 20}])
+@pytest.mark.parametrize("extra", [{"stream_id": 1}, {"device_type": 20}])
 def test_pointer_with_triple_is_error(extra):
     with raw_stream() as ptr:
         with pytest.raises(ValueError, match="stream_ptr cannot be combined"):
@@ -269,6 +269,96 @@ def test_device_none_takes_handles_device():
             y = torch.ones(4, device="npu:1") * 3
         npu.synchronize(1)
         assert y.sum().item() == 12
+
+
+def test_device_index_keyword_is_checked_like_device():
+    # device_index names a device just as `device` does: it used to be
+    # ignored when 0 (a handle of npu:1 silently gave an npu:1 stream) and to
+    # be a "cannot be combined" ValueError otherwise.
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 simulated devices")
+    with raw_stream(device=1) as ptr:
+        s = npu.ExternalStream(ptr)
+        mismatch = "belongs to device npu:1, but device npu:0 was given"
+        for make in (lambda: npu.ExternalStream(ptr, device_index=0),
+                     lambda: npu.Stream(stream_ptr=ptr, device_index=0),
+                     lambda: npu.ExternalStream(ptr, device_index=0, stream_id=0, device_type=0),
+                     lambda: npu.ExternalStream(ptr, device=0),
+                     lambda: npu.ExternalStream(ptr, device="npu:0"),
+                     lambda: npu.ExternalStream(ptr, device=torch.device("npu", 0)),
+                     lambda: npu.Stream(stream_ptr=ptr, device="npu:0")):
+            with pytest.raises(RuntimeError, match=mismatch):
+                make()
+        assert npu.ExternalStream(ptr, device_index=1) == s
+        assert npu.Stream(stream_ptr=ptr, device_index=1) == s
+        assert npu.ExternalStream(ptr, device_index=-1) == s  # -1: the handle's own device, as device=-1
+        assert npu.ExternalStream(ptr, device=1, device_index=1) == s
+        with pytest.raises(ValueError, match="device=npu:0 and device_index=1 name different devices"):
+            npu.ExternalStream(ptr, device=0, device_index=1)
+        with pytest.raises(RuntimeError, match="Invalid device_index: 5"):
+            npu.ExternalStream(ptr, device_index=5)
+        with pytest.raises(RuntimeError, match="Invalid device_index: -3"):
+            npu.ExternalStream(ptr, device_index=-3)
+    assert npu.current_device() == 0
+
+
+def test_device_index_keyword_on_the_current_device():
+    with raw_stream() as ptr:
+        assert npu.ExternalStream(ptr, device_index=0).device_index == 0
+        if npu.device_count() > 1:
+            with pytest.raises(RuntimeError, match="belongs to device npu:0, but device npu:1 was given"):
+                npu.ExternalStream(ptr, device_index=1)
+
+
+def test_hash_and_repr_survive_destruction():
+    # A dict keyed by the wrapper must still find it after the library
+    # destroyed the stream: hash and repr use the handle's value, which never
+    # changes, instead of npu_stream (which raises "was destroyed").
+    rt = npu.npurt()
+    h = ctypes.c_void_p(0)
+    assert rt.npuStreamCreate(ctypes.addressof(h)) == 0
+    ext = npu.ExternalStream(h.value)
+    rebuilt = npu.Stream(stream_id=ext.stream_id, device_index=ext.device_index, device_type=ext.device_type)
+    with npu.stream(ext):
+        current = npu.current_stream()
+    want_hash = hash((h.value, ext.device))
+    table = {ext: "ext"}
+    assert hash(ext) == hash(rebuilt) == hash(current) == want_hash
+    assert rt.npuStreamDestroy(h.value) == 0
+    with pytest.raises(RuntimeError, match="was destroyed"):
+        ext.npu_stream
+    for w in (ext, rebuilt, current):
+        assert hash(w) == want_hash
+        assert repr(w) == f"<torch_npu.npu.Stream device=npu:0 npu_stream={h.value:#x}>"
+        assert w in table
+    assert table.pop(ext) == "ext" and not table
+
+
+@pytest.mark.subprocess
+def test_hash_and_repr_do_not_go_through_npu_stream_with_per_stream_queue():
+    # Under PER_STREAM_QUEUE=1 (compat) npu_stream of an external stream
+    # raises (torch_npu's refusal of the drain path), so hash/repr that read
+    # npu_stream made such a stream unusable as a dict key.
+    out = run_py_ok(
+        """
+        import ctypes, torch, torch_npu
+        npu = torch_npu.npu
+        rt = npu.npurt()
+        h = ctypes.c_void_p(0)
+        assert rt.npuStreamCreate(ctypes.addressof(h)) == 0
+        ext = npu.ExternalStream(h.value)
+        try:
+            ext.npu_stream
+        except RuntimeError as e:
+            print("npu_stream refused:", "per-stream task queue" in str(e))
+        d = {ext: 1}
+        print(d[ext], hash(ext) == hash((h.value, ext.device)), repr(ext).endswith(f"npu_stream={h.value:#x}>"))
+        npu.synchronize()
+        rt.npuStreamDestroy(h.value)
+        """,
+        env={"PER_STREAM_QUEUE": "1"},
+    )
+    assert out.split("\n")[:2] == ["npu_stream refused: True", "1 True True"], out
 
 
 def test_destroyed_handle_raises_and_registry_entry_is_dropped():

@@ -224,6 +224,98 @@ def test_eq_hash_repr():
     assert len({s, r, npu.default_stream()}) == 2
 
 
+def _counting_npu_stream_class():
+    """A Stream subclass that counts reads of ``npu_stream`` (each one drains
+    the task queue, Note [Task queue drain rule])."""
+
+    class Counting(npu.Stream):
+        reads = 0
+
+        @property
+        def npu_stream(self):
+            type(self).reads += 1
+            return npu.Stream.npu_stream.__get__(self)
+
+    return Counting
+
+
+def test_hash_and_repr_do_not_drain():
+    # A dict lookup must not be a host synchronisation: hash and repr use the
+    # handle's value without reading npu_stream (which drains the queue).
+    Counting = _counting_npu_stream_class()
+    s = Counting()
+    x = torch.ones(1000, device="npu")
+    s.wait_stream(npu.current_stream())  # x is produced on the default stream
+    with npu.stream(s):
+        for _ in range(5):
+            x = x + 1  # queued work on s while we hash it
+    table = {s: "s"}
+    assert table[s] == "s" and s in {s}
+    assert repr(s).startswith("<torch_npu.npu.Stream device=npu:0 npu_stream=0x")
+    assert Counting.reads == 0
+    # The documented definition still holds: the same value as npu_stream.
+    assert hash(s) == hash((s.npu_stream, s.device))
+    assert repr(s) == f"<torch_npu.npu.Stream device=npu:0 npu_stream={s.npu_stream:#x}>"
+    assert s._raw_npu_stream == s.npu_stream
+    s.synchronize()
+    assert x[0].item() == 6
+
+
+def test_priority_any_int_follows_torch_npus_rule():
+    # <= -1 is HIGH, anything else NORMAL: also beyond 32 and 64 bits, where
+    # the argument parser used to raise an OverflowError naming no argument.
+    for priority, kind in ((-(2**40), 4), (-(2**70), 4), (2**40, 3), (2**70, 3), (-1, 4), (7, 3)):
+        assert npu.Stream(priority=priority).stream_id >> 5 == kind, priority
+    with pytest.raises(TypeError, match="Stream expects priority to be an int, but got float"):
+        npu.Stream(priority=-1.0)
+
+
+def test_huge_device_index_is_invalid_device_index():
+    with pytest.raises(RuntimeError, match=r"Invalid device_index: 1180591620717411303424\."):
+        npu.Stream(device=2**70)
+    with pytest.raises(RuntimeError, match=r"Invalid device_index: 1180591620717411303424\."):
+        npu.current_stream(2**70)
+    with pytest.raises(RuntimeError, match=r"Invalid device_index: 99\."):
+        npu.Stream(device="npu:99")
+
+
+def test_stream_methods_reject_non_streams_and_non_events():
+    s = npu.Stream()
+    with pytest.raises(TypeError, match="wait_event expects a torch_npu.npu.Event, but got NoneType"):
+        s.wait_event(None)
+    with pytest.raises(TypeError, match="wait_event expects a torch_npu.npu.Event, but got Stream"):
+        s.wait_event(npu.Stream())
+    with pytest.raises(TypeError, match="record_event expects a torch_npu.npu.Event or None, but got str"):
+        s.record_event("e")
+    with pytest.raises(TypeError, match="wait_stream expects a torch_npu.npu.Stream, but got int"):
+        s.wait_stream(1)
+    with pytest.raises(TypeError, match="wait_stream expects a torch_npu.npu.Stream, but got Event"):
+        s.wait_stream(npu.Event())
+    # Generic npu objects keep working.
+    g = torch.Stream(device="npu")
+    s.wait_stream(g)
+    e = torch.Event(device="npu")
+    e.record(g)
+    s.wait_event(e)
+    assert s.record_event(torch.Event(device="npu")) is not None
+    s.synchronize()
+
+
+def test_rich_comparison_with_other_objects():
+    s = npu.Stream()
+    for other in (None, 1, "s", object(), npu.Event(), torch.device("npu:0"), (s.stream_id, 0, NPU_TYPE)):
+        assert not (s == other) and s != other
+        assert not (other == s) and other != s
+        with pytest.raises(TypeError):
+            s < other  # noqa: B015
+    g = torch.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+    assert s != g and g != s  # only Streams compare equal to a Stream (torch_npu's rule)
+    sl = npu.SyncLaunchStream()
+    r = npu.Stream(stream_id=sl.stream_id, device_index=sl.device_index, device_type=sl.device_type)
+    assert sl != r and r != sl and not (sl == r)
+    assert not (s != npu.Stream(stream_id=s.stream_id, device_index=0, device_type=NPU_TYPE))
+
+
 def test_priority_range_raises():
     with pytest.raises(RuntimeError, match="priority_range"):
         npu.Stream.priority_range()
@@ -344,6 +436,93 @@ def test_one_context_object_entered_by_two_threads():
     assert not errors, errors
 
 
+def test_stream_context_exit_without_enter_raises():
+    # torch.cuda.StreamContext fails here with AttributeError on None; ours
+    # says what was wrong, and leaves the current stream alone.
+    s = npu.Stream()
+    for ctx, name in ((npu.stream(s), "StreamContext"), (npu.StreamContext(s), "StreamContext"), (s, "Stream")):
+        with pytest.raises(RuntimeError, match=rf"{name}\.__exit__ was called without a matching __enter__"):
+            ctx.__exit__(None, None, None)
+        assert npu.current_stream() == npu.default_stream()
+    npu.stream(None).__exit__(None, None, None)  # the None context is a no-op throughout
+    # One exit per enter: a second exit is the same error.
+    ctx = npu.stream(s)
+    with ctx:
+        assert npu.current_stream() == s
+    with pytest.raises(RuntimeError, match="without a matching __enter__"):
+        ctx.__exit__(None, None, None)
+    assert npu.current_stream() == npu.default_stream()
+
+
+def test_stream_context_exit_on_another_thread_raises():
+    s = npu.Stream()
+    ctx = npu.stream(s)
+    ctx.__enter__()
+    errors = []
+
+    def other():
+        try:
+            ctx.__exit__(None, None, None)
+        except RuntimeError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and "on this thread" in str(errors[0])
+    assert npu.current_stream() == s  # the entering thread's entry is intact
+    ctx.__exit__(None, None, None)
+    assert npu.current_stream() == npu.default_stream()
+
+
+@pytest.mark.parametrize("how", ["with_stream", "with_context"])
+def test_one_stream_object_entered_by_two_threads_restores_each_threads_stream(how):
+    # torch.Stream.__enter__ keeps the saved stream on the stream object: two
+    # threads entering one stream restored each other's previous stream.
+    s = npu.Stream()
+    ctx = npu.stream(s)
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def work(i):
+        try:
+            mine = npu.Stream() if i else npu.default_stream()
+            npu.set_stream(mine)
+            barrier.wait()
+            with (s if how == "with_stream" else ctx) as entered:
+                assert entered is s
+                barrier.wait()  # both inside
+                assert npu.current_stream() == s
+                barrier.wait()
+            assert npu.current_stream() == mine, (i, npu.current_stream(), mine)
+        except Exception as e:  # reported below
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_with_stream_switches_device_and_nests():
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 simulated devices")
+    s0, s1 = npu.Stream(device=0), npu.Stream(device=1)
+    with s1 as entered:
+        assert entered is s1 and npu.current_device() == 1 and npu.current_stream() == s1
+        with s0:
+            assert npu.current_device() == 0 and npu.current_stream() == s0
+            with s1:  # re-entering the same object
+                assert npu.current_stream() == s1
+            assert npu.current_device() == 0 and npu.current_stream() == s0
+        assert npu.current_device() == 1 and npu.current_stream() == s1
+    assert npu.current_device() == 0 and npu.current_stream() == npu.default_stream()
+    assert npu.current_stream(1) == npu.default_stream(1)
+
+
 def test_generic_torch_stream_is_accepted():
     g = torch.Stream(device="npu")
     with npu.stream(g):
@@ -440,9 +619,17 @@ BAD_INPUTS = [
     ("ExternalEvent().record(1)", lambda: npu.ExternalEvent().record(1), TypeError),
     ("ExternalEvent().query()", lambda: npu.ExternalEvent().query(), RuntimeError),
     ("ExternalEvent(1)", lambda: npu.ExternalEvent(1), TypeError),
-    ("Stream().wait_event(None)", lambda: npu.Stream().wait_event(None), AttributeError),
-    ("Stream().wait_stream(1)", lambda: npu.Stream().wait_stream(1), AttributeError),
-    ("Stream().record_event('e')", lambda: npu.Stream().record_event("e"), AttributeError),
+    ("Stream().wait_event(None)", lambda: npu.Stream().wait_event(None), TypeError),
+    ("Stream().wait_stream(1)", lambda: npu.Stream().wait_stream(1), TypeError),
+    ("Stream().wait_stream(cpu stream)", lambda: npu.Stream().wait_stream(torch.Stream(device="cpu")), RuntimeError),
+    ("Stream().record_event('e')", lambda: npu.Stream().record_event("e"), TypeError),
+    ("Stream(priority=1.5)", lambda: npu.Stream(priority=1.5), TypeError),
+    ("Stream(priority=None)", lambda: npu.Stream(priority=None), TypeError),
+    ("Stream(device=2**70)", lambda: npu.Stream(device=2**70), RuntimeError),
+    ("Stream(device='npu:99')", lambda: npu.Stream(device="npu:99"), RuntimeError),
+    ("device_of(1)", lambda: npu.device_of(1), TypeError),
+    ("StreamContext(s).__exit__", lambda: npu.StreamContext(npu.Stream()).__exit__(None, None, None), RuntimeError),
+    ("Stream().__exit__", lambda: npu.Stream().__exit__(None, None, None), RuntimeError),
     ("set_data_preprocess_stream(1)", lambda: npu.Stream().set_data_preprocess_stream(1), TypeError),
     ("current_stream('cpu')", lambda: npu.current_stream("cpu"), ValueError),
     ("current_stream(99)", lambda: npu.current_stream(99), RuntimeError),

@@ -6,7 +6,8 @@ The classes wrap the C types ``torch_npu._C._NPUStreamBase`` (a subclass of
 """
 
 import ctypes
-from typing import Any, Optional, Union
+import threading
+from typing import Any, List, Optional, Tuple, Union
 
 import torch
 
@@ -19,6 +20,51 @@ _DeviceLike = Union[torch.device, str, int, None]
 _StreamBase = _C._NPUStreamBase
 _EventBase = _C._NPUEventBase
 _new_external = _C._npu_newExternalStream
+_stream_enter = _C._npu_streamEnter
+_stream_exit = _C._npu_streamExit
+_check_stream_arg = _C._npu_checkStreamArg
+
+# Note [Stream contexts keep their state per thread]
+# Entering a stream (``with stream:``, ``with torch_npu.npu.stream(s):``)
+# saves what exiting restores: the previous current device and the previous
+# current stream of the stream's device. That state belongs to the entering
+# thread, never to the shared stream or StreamContext object (torch.Stream's
+# own __enter__ keeps it on the stream, so two threads entering one stream
+# restore each other's streams). It lives on a per-thread stack of
+# (context object, token) pairs; the token comes from _C._npu_streamEnter and
+# encodes both saved values. __exit__ pops the entry of its own object.
+_contexts = threading.local()
+
+
+def _enter_stream(owner: object, stream: torch.Stream) -> None:
+    """Make ``stream`` current for this thread; ``owner`` is the context object."""
+    token = _stream_enter(stream)
+    try:
+        stack: List[Tuple[object, int]] = _contexts.stack
+    except AttributeError:
+        stack = _contexts.stack = []
+    stack.append((owner, token))
+
+
+def _exit_stream(owner: object, api: str) -> None:
+    """Restore what the calling thread's latest entry of ``owner`` saved."""
+    stack: Optional[List[Tuple[object, int]]] = getattr(_contexts, "stack", None)
+    if stack:
+        if stack[-1][0] is owner:  # the usual case: contexts exit in LIFO order
+            _stream_exit(stack.pop()[1])
+            return
+        for i in range(len(stack) - 2, -1, -1):
+            if stack[i][0] is owner:
+                _stream_exit(stack.pop(i)[1])
+                return
+    raise RuntimeError(
+        f"{api}.__exit__ was called without a matching __enter__ on this thread. Use the object "
+        "in a with statement (or call __enter__ first), and exit it on the thread that entered it."
+    )
+
+
+def _is_event(event: object) -> bool:
+    return isinstance(event, torch.Event)
 
 
 def _device_index(device: _DeviceLike) -> int:
@@ -53,17 +99,41 @@ class _StreamMethods:
         r"""Make all future work submitted to this stream wait for ``event``.
 
         Returns at once: only future work is affected.
+
+        Args:
+            event (Event): an :class:`Event` (or ``torch.Event`` of the npu
+                device); anything else raises ``TypeError``.
         """
+        if not _is_event(event):
+            raise TypeError(f"wait_event expects a torch_npu.npu.Event, but got {type(event).__name__}")
         event.wait(self)
 
-    def wait_stream(self, stream):  # type: (Any) -> None
-        r"""Make all future work on this stream wait for the work queued on ``stream`` so far."""
-        self.wait_event(stream.record_event())
+    def wait_stream(self, stream):  # type: (torch.Stream) -> None
+        r"""Make all future work on this stream wait for the work queued on ``stream`` so far.
+
+        Args:
+            stream (Stream): a stream of an npu device (a ``torch.Stream`` of the
+                npu device works too); anything else raises ``TypeError``, a
+                stream of another device ``RuntimeError``.
+        """
+        if isinstance(stream, _StreamMethods):
+            self.wait_event(stream.record_event())
+            return
+        # A generic torch.Stream: its record_event would make a torch.Event
+        # through PyTorch's guard of its own device type (for a cpu stream:
+        # "cpu backend doesn't support events"); validate it as an npu stream
+        # and record one of ours on it.
+        _check_stream_arg(stream, "wait_stream")
+        event = Event()
+        event.record(stream)
+        self.wait_event(event)
 
     def record_event(self, event=None):  # type: (Optional["Event"]) -> "Event"
         r"""Record ``event`` (a new :class:`Event` if ``None``) on this stream and return it."""
         if event is None:
             event = Event()
+        elif not _is_event(event):
+            raise TypeError(f"record_event expects a torch_npu.npu.Event or None, but got {type(event).__name__}")
         event.record(self)
         return event
 
@@ -90,11 +160,38 @@ class _StreamMethods:
             return super().__eq__(other)
         return False
 
+    def __ne__(self, other: object) -> bool:
+        # Not inherited: the C base's != compares any torch.Stream by its
+        # triple, so `s != g` was False while `s == g` was False too.
+        return not self.__eq__(other)
+
     def __hash__(self) -> int:
-        return hash((self.npu_stream, self.device))
+        # hash((npu_stream, device)) as in torch_npu, with npu_stream's value
+        # read without draining the task queue (a host sync per dict lookup
+        # otherwise), and still readable once an external stream was
+        # destroyed; see Note [Stream hash and repr do not drain] in
+        # csrc/python/Streams.cpp.
+        return hash((self._raw_npu_stream, self.device))
 
     def __repr__(self) -> str:
-        return f"<torch_npu.npu.{self._repr_name} device={self.device} npu_stream={self.npu_stream:#x}>"
+        return f"<torch_npu.npu.{self._repr_name} device={self.device} npu_stream={self._raw_npu_stream:#x}>"
+
+    def __enter__(self):  # type: () -> Any
+        r"""Make this stream (and its device) current for the calling thread.
+
+        The state that :meth:`__exit__` restores is kept per thread, so one
+        stream object may be entered by several threads at once (see Note
+        [Stream contexts keep their state per thread]).
+        """
+        _enter_stream(self, self)
+        return self
+
+    def __exit__(self, *args):  # type: (*Any) -> None
+        r"""Restore the device and stream that the matching :meth:`__enter__` saved.
+
+        Raises ``RuntimeError`` if this thread did not enter the stream.
+        """
+        _exit_stream(self, f"{type(self).__name__}")
 
 
 class Stream(_StreamMethods, _StreamBase):
@@ -107,8 +204,8 @@ class Stream(_StreamMethods, _StreamBase):
     Args:
         device (torch.device or int, optional): the device of the stream; the
             current device if ``None`` (default) or a negative integer.
-        priority (int, optional): ``<= -1`` gives a high-priority stream, anything
-            else a normal one (default ``0``).
+        priority (int, optional): ``<= -1`` gives a high-priority stream, any
+            other int a normal one (default ``0``); not an int: ``TypeError``.
         **kwargs: ``is_sync_launch`` (a stream whose launches bypass the task
             queue), or ``stream_id``, ``device_index`` and ``device_type`` to
             rebuild a stream from its triple (validated), or ``stream_ptr`` (see
@@ -144,12 +241,15 @@ class ExternalStream(Stream):
             ``ValueError`` (it means "no stream").
         device (torch.device or int, optional): the device of the stream. ``None``
             (default) takes the device the handle belongs to; a device that
-            disagrees with the handle's is a ``RuntimeError``.
+            disagrees with the handle's is a ``RuntimeError``. The
+            ``device_index`` keyword names a device the same way.
 
     Checks beyond torch_npu (always on): ``stream_ptr=0`` → ``ValueError``;
-    ``stream_ptr`` together with a non-zero ``stream_id``/``device_index``/
-    ``device_type`` → ``ValueError``; a garbage or destroyed handle →
-    ``RuntimeError`` naming the handle.
+    ``stream_ptr`` together with a non-zero ``stream_id``/``device_type`` →
+    ``ValueError``; ``device``/``device_index`` that disagree with the
+    handle's device → ``RuntimeError`` (``device`` and ``device_index`` that
+    disagree with each other → ``ValueError``); a garbage or destroyed handle
+    → ``RuntimeError`` naming the handle.
 
     Unsupported scenarios in compat mode (the default; they raise ``RuntimeError``
     with torch_npu's messages):

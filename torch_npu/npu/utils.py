@@ -7,7 +7,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Union
 import torch
 
 from .. import _C
-from .streams import Stream, _device_index
+from .streams import Stream, _device_index, _enter_stream, _exit_stream
 
 __all__ = [
     "StreamContext",
@@ -40,7 +40,19 @@ _init_lock = threading.Lock()
 
 
 def _lazy_init() -> None:
-    """Initialise the runtime (raises its configuration error, if any)."""
+    """Initialise the backend on first use (``torch.npu._lazy_init``).
+
+    Called by the first tensor on an npu device (PyTorch's device lazy init),
+    by the functions of this module, and (in C++) by the first stream or event
+    use. Validates every environment variable the backend reads and raises
+    ``RuntimeError`` naming the variable, its value and the accepted values:
+    ``NPU_SIM_DEVICE_COUNT``, ``NPU_SIM_CORES``, ``NPU_SIM_MEMORY_MB``,
+    ``NPU_SIM_TASK_DELAY_US``, ``TASK_QUEUE_ENABLE``,
+    ``ASCEND_LAUNCH_BLOCKING``, ``PER_STREAM_QUEUE`` and
+    ``TORCH_NPU_EXTERNAL_STREAM_MODE``; a bad ``STREAMS_PER_DEVICE`` warns
+    and uses 32, as torch_npu does. A failed initialisation raises again at
+    the next use.
+    """
     global _initialized
     if _initialized:
         return
@@ -59,8 +71,8 @@ def _is_in_bad_fork() -> bool:
 
 
 def is_initialized():  # type: () -> bool
-    r"""True once the runtime has been initialised."""
-    return _initialized
+    r"""True once the backend has been initialised (see :func:`_lazy_init`)."""
+    return _initialized or _C._npu_isInitialized()
 
 
 def is_available():  # type: () -> bool
@@ -160,6 +172,8 @@ class device_of(device):
     r"""Context manager that selects the device of a tensor (no-op for CPU tensors)."""
 
     def __init__(self, obj):  # type: (torch.Tensor) -> None
+        if not isinstance(obj, torch.Tensor):
+            raise TypeError(f"device_of expects a torch.Tensor, but got {type(obj).__name__}")
         idx = obj.get_device() if obj.device.type == "npu" else -1
         super().__init__(idx)
 
@@ -209,55 +223,34 @@ class StreamContext:
 
     Entering saves the current device and the current stream of the stream's
     device, then switches both; exiting restores them. The saved state is kept
-    per entry (per thread, nested entries stacked), never on the stream, so one
-    stream or one ``StreamContext`` may be entered by several threads at once.
+    per thread (nested entries stacked), never on the stream or on this
+    object, so one stream or one ``StreamContext`` may be entered by several
+    threads at once.
+
+    Calling :meth:`__exit__` without a matching :meth:`__enter__` on the same
+    thread raises ``RuntimeError`` (``torch.cuda.StreamContext`` fails there
+    with an unrelated ``AttributeError``).
 
     Args:
         stream_ctx (Stream): the stream to select; ``None`` makes this a no-op.
     """
 
-    __slots__ = ("stream", "_saved")
+    __slots__ = ("stream",)
 
     def __init__(self, stream_ctx):  # type: (Optional[torch.Stream]) -> None
         self.stream = stream_ctx
-        # Saved state per thread: {thread ident: token} for one entry, or
-        # {thread ident: [token, ...]} once a thread re-enters this object.
-        self._saved: Optional[Dict[int, Any]] = None
 
     def __enter__(self):  # type: () -> Optional[torch.Stream]
         cur = self.stream
         if cur is None:
             return None
-        token = _stream_enter(cur)
-        ident = _get_ident()
-        saved = self._saved
-        if saved is None:
-            self._saved = {ident: token}
-        elif ident not in saved:
-            saved[ident] = token
-        else:
-            prev = saved[ident]
-            saved[ident] = prev + [token] if isinstance(prev, list) else [prev, token]
+        _enter_stream(self, cur)
         return cur
 
     def __exit__(self, *args):  # type: (*Any) -> None
         if self.stream is None:
             return
-        saved = self._saved
-        ident = _get_ident()
-        token = saved[ident]  # type: ignore[index]
-        if isinstance(token, list):
-            token = token.pop()
-            if not saved[ident]:  # type: ignore[index]
-                del saved[ident]  # type: ignore[union-attr]
-        else:
-            del saved[ident]  # type: ignore[union-attr]
-        _stream_exit(token)
-
-
-_stream_enter = _C._npu_streamEnter
-_stream_exit = _C._npu_streamExit
-_get_ident = threading.get_ident
+        _exit_stream(self, "StreamContext")
 
 
 def stream(stream):  # type: (Optional[torch.Stream]) -> StreamContext
