@@ -88,7 +88,7 @@ typedef enum npuError_t {
   /* Pointer is not the start of a registered host range. */
   npuErrorHostMemoryNotRegistered = 14,
   /* The runtime is shutting down (process exit in progress). Frees and
- * destroys return npuSuccess instead (see the top of this file). */
+   * destroys return npuSuccess instead (see the top of this file). */
   npuErrorRuntimeShutdown = 15,
   /* Operation not supported by the simulated device. */
   npuErrorNotSupported = 16,
