@@ -52,6 +52,12 @@ void taskRelease(void*) { gReleases++; }
 
 void destroyCallback(npuStream_t, int, void*) {}
 
+// A callback that enqueues on the stream being destroyed (allowed: the
+// stream still accepts work during the call).
+void enqueueingDestroyCallback(npuStream_t stream, int, void*) {
+  (void)npuLaunchHostFunc(stream, &hostFn, nullptr);
+}
+
 const char* const kNames[] = {"fuzz_a", "fuzz_b", "", nullptr};
 
 // Kinds 0..4 are valid, 5..7 must be rejected (other ints are not
@@ -282,7 +288,9 @@ void step(State& st, Input& in) {
       break;
     case 30: {
       uint64_t handle = 0;
-      if (npuRegisterStreamDestroyCallback(in.flip() ? &destroyCallback : nullptr, nullptr,
+      const npuStreamDestroyCallback_t callbacks[] = {&destroyCallback, &enqueueingDestroyCallback,
+                                                      nullptr};
+      if (npuRegisterStreamDestroyCallback(callbacks[in.below(3)], nullptr,
                                            in.flip() ? &handle : nullptr) == npuSuccess) {
         st.callbacks.push_back(handle);
       }
@@ -325,8 +333,12 @@ void step(State& st, Input& in) {
     case 37:
       (void)npuTraceWrite(in.flip() ? "/dev/null" : nullptr);
       break;
+    case 38:
+      // Blocking: every queued task is short and finite.
+      (void)npuStreamSynchronize(st.stream());
+      break;
     default:
-      (void)npuStreamQuery(st.stream());
+      (void)npuEventSynchronize(st.event());  // never-recorded ones return at once
       break;
   }
 }
