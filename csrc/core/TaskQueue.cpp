@@ -5,6 +5,7 @@
 #include <pthread.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -30,14 +31,11 @@ namespace {
 constexpr int kMaxDevices = 32;
 
 struct Item {
-  enum class Kind : uint8_t { kLaunch, kRecord, kWait, kDestroyEvent };
+  enum class Kind : uint8_t { kLaunch, kRecord, kWait };
   Kind kind = Kind::kLaunch;
   npuStream_t stream = nullptr;
   npuTask task{};              // kLaunch
-  npuEvent_t event = nullptr;  // kRecord, kWait, kDestroyEvent
-  // kDestroyEvent: one item per queue; the consumer that takes the count to
-  // zero destroys the event.
-  std::shared_ptr<std::atomic<int>> remaining;
+  npuEvent_t event = nullptr;  // kRecord, kWait
 };
 
 const char* itemName(const Item& item) {
@@ -48,8 +46,6 @@ const char* itemName(const Item& item) {
       return "event record";
     case Item::Kind::kWait:
       return "event wait";
-    case Item::Kind::kDestroyEvent:
-      return "event destroy";
   }
   return "task";
 }
@@ -67,12 +63,6 @@ std::string submit(Item& item) {
       break;
     case Item::Kind::kWait:
       status = npuStreamWaitEvent(item.stream, item.event, 0);
-      break;
-    case Item::Kind::kDestroyEvent:
-      // acq_rel: the last consumer must see the others' submissions.
-      if (item.remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        (void)npuEventDestroy(item.event);  // a destroy cannot fail usefully
-      }
       break;
   }
   if (status == npuSuccess) return {};
@@ -152,6 +142,8 @@ std::string failOnStream(Item& item, const std::string& error) noexcept {
   return text;
 }
 
+void destroyReadyEvents() noexcept;
+
 // One producer/consumer queue. Producers push under a mutex (short critical
 // section: a vector push_back); the consumer swaps the whole batch out and
 // submits it without holding the lock, so producers never wait for npurt.
@@ -178,6 +170,13 @@ class Queue {
 
   // acquire: pairs with the release store after a batch was submitted.
   uint64_t submittedCount() const { return submittedPublished_.load(std::memory_order_acquire); }
+
+  // Tickets handed out so far: an item pushed before this call is submitted
+  // once submittedCount() reaches the value.
+  uint64_t pushedCount() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pushed_;
+  }
 
   // Waits until every item pushed before the call was submitted. With
   // `report`, then raises the first error filed under `stream` (any
@@ -230,12 +229,15 @@ class Queue {
       }
       const uint64_t n = batch.size();
       batch.clear();
-      std::lock_guard<std::mutex> lock(mutex_);
-      submitted_ += n;
-      submittedPublished_.store(submitted_, std::memory_order_release);
-      for (auto& f : filed) filed_.push_back(std::move(f));
-      filed.clear();
-      if (drainWaiters_ > 0) doneCv_.notify_all();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        submitted_ += n;
+        submittedPublished_.store(submitted_, std::memory_order_release);
+        for (auto& f : filed) filed_.push_back(std::move(f));
+        filed.clear();
+        if (drainWaiters_ > 0) doneCv_.notify_all();
+      }
+      destroyReadyEvents();  // Note [Event destruction by ticket]
     }
   }
 
@@ -465,38 +467,89 @@ void waitEvent(const NPUStream& stream, npuEvent_t event) {
   pushOrRun(stream, std::move(item));
 }
 
+namespace {
+
+// Note [Event destruction by ticket]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Records and waits of an event may still sit in any queue (another
+// device's, or other streams' with PER_STREAM_QUEUE=1) when the event is
+// destroyed, and npurt must not see the event die before them. So a destroy
+// takes a snapshot of every queue's push count and waits, without blocking
+// anyone, until each queue has submitted up to its snapshot: queues already
+// there cost nothing, and nothing is pushed into any queue. Consumers check
+// the waiting destroys after each batch they submit (one relaxed load when
+// there are none).
+struct PendingDestroy {
+  npuEvent_t event;
+  std::vector<std::pair<Queue*, uint64_t>> tickets;  // queue, push count at the destroy
+};
+
+struct PendingDestroys {
+  std::mutex mutex;
+  std::vector<PendingDestroy> list;  // guarded by mutex
+  std::atomic<size_t> size{0};       // list.size(), readable without the lock
+};
+
+PendingDestroys& pendingDestroys() {
+  static auto* p = std::make_unique<PendingDestroys>().release();  // leaked: see allQueues()
+  return *p;
+}
+
+bool ready(const PendingDestroy& d) {
+  for (const auto& [q, ticket] : d.tickets) {
+    if (q->submittedCount() < ticket) return false;
+  }
+  return true;
+}
+
+void destroyReadyEvents() noexcept {
+  PendingDestroys& p = pendingDestroys();
+  // A consumer has just published its submitted count, a destroyer has just
+  // listed its event: the fence (paired with the one in destroyEvent) makes
+  // at least one of the two see the other's store, so no destroy is missed.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (p.size.load(std::memory_order_relaxed) == 0) return;
+  std::vector<npuEvent_t> ready_events;
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    auto keep = std::remove_if(p.list.begin(), p.list.end(), [&](const PendingDestroy& d) {
+      if (!ready(d)) return false;
+      ready_events.push_back(d.event);
+      return true;
+    });
+    p.list.erase(keep, p.list.end());
+    p.size.store(p.list.size(), std::memory_order_relaxed);
+  }
+  for (npuEvent_t e : ready_events) (void)npuEventDestroy(e);  // cannot fail usefully
+}
+
+}  // namespace
+
 void destroyEvent(npuEvent_t event) noexcept {
-  std::vector<Queue*> targets;
   try {
-    Queues& qs = allQueues();
-    std::lock_guard<std::mutex> lock(qs.mutex);
-    for (auto& owned : qs.owned) targets.push_back(owned.get());
-  } catch (...) {
-    targets.clear();
-  }
-  if (targets.empty()) {
-    (void)npuEventDestroy(event);  // no queue exists: nothing can still name it
-    return;
-  }
-  std::shared_ptr<std::atomic<int>> remaining;
-  try {
-    remaining = std::make_shared<std::atomic<int>>(static_cast<int>(targets.size()));
+    PendingDestroy pending{event, {}};
+    {
+      Queues& qs = allQueues();
+      std::lock_guard<std::mutex> lock(qs.mutex);
+      for (auto& owned : qs.owned) {
+        const uint64_t pushed = owned->pushedCount();
+        if (owned->submittedCount() < pushed) pending.tickets.emplace_back(owned.get(), pushed);
+      }
+    }
+    if (!pending.tickets.empty()) {
+      PendingDestroys& p = pendingDestroys();
+      {
+        std::lock_guard<std::mutex> lock(p.mutex);
+        p.list.push_back(std::move(pending));
+        p.size.store(p.list.size(), std::memory_order_relaxed);
+      }
+      destroyReadyEvents();  // a consumer may have passed its ticket meanwhile
+      return;
+    }
   } catch (...) {
     return;  // out of memory: leak the event rather than destroy it early
   }
-  for (Queue* q : targets) {
-    Item item;
-    item.kind = Item::Kind::kDestroyEvent;
-    item.event = event;
-    item.remaining = remaining;
-    try {
-      q->push(std::move(item));
-    } catch (...) {
-      // Out of memory: count this queue as done so the event is still
-      // destroyed exactly once (its earlier items were pushed before).
-      if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) (void)npuEventDestroy(event);
-    }
-  }
+  (void)npuEventDestroy(event);  // nothing queued can still name it
 }
 
 const std::string* failedLaunchMessage() noexcept { return tlsFailedLaunch; }

@@ -72,8 +72,8 @@ void waitEvent(const NPUStream& stream, npuEvent_t event);
 // Destroys a runtime event once every item already pushed to any queue has
 // been submitted (records and waits of the event may sit in several queues:
 // another device's, or other streams' with PER_STREAM_QUEUE=1). Does not
-// block: a destroy item goes into each queue, and the last one submitted
-// destroys the event. Never raises, as destructors require. Thread-safe.
+// block and pushes nothing: see Note [Event destruction by ticket] in
+// TaskQueue.cpp. Never raises, as destructors require. Thread-safe.
 void destroyEvent(npuEvent_t event) noexcept;
 
 // See Note [Task queue drain rule]. drain() covers the queue `stream` uses
