@@ -118,4 +118,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", recordStream);
 }
 
+// Note [Copies resolve conj and neg bits themselves]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// For a device that is not CPU or CUDA, copy_ calls _copy_from. A source with
+// the conjugate (negative) bit would send _copy_from through the Conjugate
+// (Negative) fallback, which materialises such inputs with clone(), which is
+// empty_like + copy_ -> _copy_from again with the same source: an unbounded
+// recursion that overflows the stack (torch.fft.ifft on real input, hfft,
+// x.conj().cpu(), polar's backward). CPU's copy_ resolves the bits itself, so
+// our copies let them through and run it over CPU aliases that keep them
+// (Note [CPU aliases keep the conj and neg bits]), as CUDA's copy does.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 }  // namespace c10_npu::aten
