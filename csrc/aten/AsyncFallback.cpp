@@ -100,6 +100,8 @@ struct TensorMeta {
   std::vector<int64_t> strides;
   int64_t offset = 0;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool conj = false;  // see Note [Views that change dtype or bits]
+  bool neg = false;
 };
 struct MetaResult {
   // Per return: its tensors (one, or the elements of a list).
@@ -182,8 +184,10 @@ bool appendKey(std::string& key, const IValue& v) {
 }
 
 TensorMeta tensorMeta(const at::Tensor& t) {
-  if (!t.defined()) return TensorMeta{false, {}, {}, 0, c10::ScalarType::Undefined};
-  return TensorMeta{true, t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type()};
+  if (!t.defined()) return TensorMeta{false, {}, {}, 0, c10::ScalarType::Undefined, false, false};
+  return TensorMeta{
+      true,        t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type(),
+      t.is_conj(), t.is_neg()};
 }
 
 bool sameAliasSet(const c10::AliasInfo& a, const c10::AliasInfo& b) {
@@ -501,9 +505,95 @@ at::Tensor kernelView(const at::Tensor& captured) {
   return isNpu(captured) ? cpuAlias(captured) : captured;
 }
 
+// Note [Outputs are checked against their metadata]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An op's outputs were allocated from its meta kernel's metadata; its CPU
+// kernel may disagree (a meta kernel that is wrong for some arguments, an
+// out kernel that resizes or re-points its output). Whatever the kernel
+// does must stay inside the output's memory and land in the output's shape:
+//  - an out kernel gets a TensorImpl of its own for each output (outAlias),
+//    so resizing or set_-ing it cannot change the alias the task keeps for
+//    the fallback copy; it cannot grow past the output either (Note [A CPU
+//    alias stays inside its storage]); after it returned, each output must
+//    still have the metadata and memory it was given (sameAlias), else the
+//    op is computed functionally (Note [out= ops run functionally]);
+//  - a functional result is copied into an output only if it has exactly
+//    the output's shape and dtype (copyResult): copy_ would broadcast a
+//    smaller result or convert another dtype silently.
+// A mismatch is an error of the op (reported at the next synchronize), never
+// a wrong answer or a write into someone else's memory.
+at::Tensor outAlias(const at::Tensor& captured) {
+  if (isNpu(captured)) return cpuAlias(captured);
+  at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(captured.storage()),
+                                                              captured.key_set(), captured.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(captured.sizes(), captured.strides(),
+                                                     captured.storage_offset());
+  return alias;
+}
+
+bool sameAlias(const at::Tensor& out, const at::Tensor& expected) {
+  return out.sizes() == expected.sizes() && out.strides() == expected.strides() &&
+         out.storage_offset() == expected.storage_offset() &&
+         out.storage().data() == expected.storage().data() &&
+         out.scalar_type() == expected.scalar_type();
+}
+
+void copyResult(const char* opName, const at::Tensor& out, const at::Tensor& result) {
+  TORCH_CHECK(result.sizes() == out.sizes() && result.scalar_type() == out.scalar_type(), opName,
+              ": the CPU kernel returned a result of shape ", result.sizes(), " and dtype ",
+              result.scalar_type(), ", but the output was allocated with shape ", out.sizes(),
+              " and dtype ", out.scalar_type(), " (from the meta kernel)", NPU_ERROR_SUFFIX);
+  out.copy_(result);
+}
+
+// The meta twin of an npu argument: same sizes, strides, dtype and conj/neg
+// bits (meta kernels of conj-aware ops and views read the bits). The storage
+// offset is not kept: see Note [Views that change dtype or bits].
 at::Tensor toMeta(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(),
-                           at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+  at::Tensor m = at::empty_strided(t.sizes(), t.strides(),
+                                   at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+  if (t.is_conj()) m._set_conj(true);
+  if (t.is_neg()) m._set_neg(true);
+  return m;
+}
+
+// Note [Views that change dtype or bits]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A view return is built from its meta twin: sizes, strides and offset as
+// the meta kernel computed them over a meta base at offset 0, and the meta
+// result's dtype and conj/neg bits. The dtype need not be the base's:
+// view_as_real makes float views of complex memory, view_as_complex the
+// reverse, view(dtype) either. Sizes, strides and offsets count elements of
+// the view's dtype, so the view must be made with that dtype (an as_strided
+// of the base would read [n, 2] float strides as complex, twice past the
+// storage), and the base's own offset must be converted to view elements
+// through bytes; a base offset that is not a whole number of view elements
+// cannot be viewed (PyTorch raises the same for view_as_complex).
+at::Tensor viewOf(const at::Tensor& base, const TensorMeta& m) {
+  at::Tensor view;
+  if (m.dtype == base.scalar_type()) {
+    view = base.as_strided(m.sizes, m.strides, base.storage_offset() + m.offset);
+  } else {
+    const caffe2::TypeMeta dtype = c10::scalarTypeToTypeMeta(m.dtype);
+    const int64_t baseBytes = base.storage_offset() * static_cast<int64_t>(base.itemsize());
+    const auto itemsize = static_cast<int64_t>(dtype.itemsize());
+    TORCH_CHECK(baseBytes % itemsize == 0, "cannot view a tensor of dtype ", base.scalar_type(),
+                " at storage offset ", base.storage_offset(), " as ", m.dtype,
+                ": the offset is not a multiple of ", itemsize, " bytes", NPU_ERROR_SUFFIX);
+    const int64_t offset = baseBytes / itemsize + m.offset;
+    at::native::checkInBoundsForStorage(c10::IntArrayRef(m.sizes), c10::IntArrayRef(m.strides),
+                                        offset, dtype, base.storage());
+    // The key set is the base's minus its bits, which are set from the meta
+    // result below (view_as_real of a conj tensor is an error, not a view).
+    c10::DispatchKeySet keys =
+        base.key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+    view = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW,
+                                                    c10::Storage(base.storage()), keys, dtype);
+    view.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes, m.strides, offset);
+  }
+  if (view.is_conj() != m.conj) view._set_conj(m.conj);
+  if (view.is_neg() != m.neg) view._set_neg(m.neg);
+  return view;
 }
 
 at::Generator cpuGenerator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
@@ -718,9 +808,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
       }
       case ReturnKind::kViewOfArg: {
         const at::Tensor& base = args[ri.arg].toTensor();
-        auto view = [&](const TensorMeta& m) {
-          return base.as_strided(m.sizes, m.strides, base.storage_offset() + m.offset);
-        };
+        auto view = [&](const TensorMeta& m) { return viewOf(base, m); };
         if (ri.isList) {
           c10::List<at::Tensor> out;
           for (const TensorMeta& m : metas) out.push_back(view(m));
@@ -793,16 +881,16 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
             Stack withOut = s;
             std::vector<at::Tensor> outs;
             for (size_t i = computeArgs; i < args.size(); ++i) {
-              outs.push_back(kernelView(args[i].toTensor()));
+              outs.push_back(outAlias(args[i].toTensor()));
               withOut.emplace_back(outs.back());
             }
             bool ok = false;
             try {
               op.redispatchBoxed(kCpuKeys, &withOut);
               ok = true;
+              // See Note [Outputs are checked against their metadata].
               for (size_t i = 0; i < outs.size() && ok; ++i) {
-                const at::Tensor& expected = args[computeArgs + i].toTensor();
-                ok = outs[i].sizes() == expected.sizes() && outs[i].strides() == expected.strides();
+                ok = sameAlias(outs[i], args[computeArgs + i].toTensor());
               }
             } catch (const std::exception&) {
               ok = false;
@@ -813,7 +901,8 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
           computeOp.redispatchBoxed(kCpuKeys, &s);
           if (outFailed) infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
           for (size_t r = 0; r < s.size(); ++r) {
-            kernelView(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
+            copyResult(op.schema().name().c_str(), kernelView(args[computeArgs + r].toTensor()),
+                       s[r].toTensor());
           }
         });
     replaceArgsWithResults(stack, nargs, results);
@@ -831,31 +920,50 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                  bool outFailed = false;
                  if (outOp.has_value()) {
                    Stack withOut = s;
-                   for (const at::Tensor& f : fresh) withOut.emplace_back(kernelView(f));
+                   std::vector<at::Tensor> outs;
+                   outs.reserve(fresh.size());
+                   for (const at::Tensor& f : fresh) {
+                     outs.push_back(outAlias(f));
+                     withOut.emplace_back(outs.back());
+                   }
                    try {
                      outOp->redispatchBoxed(kCpuKeys, &withOut);
-                     return;
+                     // See Note [Outputs are checked against their metadata].
+                     bool ok = true;
+                     for (size_t i = 0; i < outs.size() && ok; ++i) {
+                       ok = sameAlias(outs[i], fresh[i]);
+                     }
+                     if (ok) return;
                    } catch (const std::exception&) {
-                     // Fall through to the functional op; see outVariantBroken.
-                     outFailed = true;
                    }
+                   // Fall through to the functional op; see outVariantBroken.
+                   outFailed = true;
                  }
                  op.redispatchBoxed(kCpuKeys, &s);
                  if (outFailed) infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
                  const std::vector<ReturnInfo>& returns = infoPtr->returns;
+                 const char* name = op.schema().name().c_str();
                  size_t next = 0;
+                 // A list result may have another length than its meta twin.
+                 auto nextOutput = [&]() -> const at::Tensor& {
+                   TORCH_CHECK(next < fresh.size(), name, ": the CPU kernel returned more ",
+                               "tensors than the meta kernel", NPU_ERROR_SUFFIX);
+                   return fresh[next++];
+                 };
                  for (size_t r = 0; r < returns.size(); ++r) {
                    if (returns[r].kind != ReturnKind::kNew) continue;
                    if (returns[r].isList) {
                      for (const at::Tensor& t : s[r].toTensorVector()) {
-                       const at::Tensor& f = fresh[next++];
-                       if (f.defined()) kernelView(f).copy_(t);
+                       const at::Tensor& f = nextOutput();
+                       if (f.defined()) copyResult(name, kernelView(f), t);
                      }
                    } else {
-                     const at::Tensor& f = fresh[next++];
-                     if (f.defined()) kernelView(f).copy_(s[r].toTensor());
+                     const at::Tensor& f = nextOutput();
+                     if (f.defined()) copyResult(name, kernelView(f), s[r].toTensor());
                    }
                  }
+                 TORCH_CHECK(next == fresh.size(), name, ": the CPU kernel returned fewer ",
+                             "tensors than the meta kernel", NPU_ERROR_SUFFIX);
                });
   replaceArgsWithResults(stack, nargs, results);
   return true;
