@@ -79,6 +79,10 @@ struct OpInfo {
   // output internally, which a fixed-size alias cannot do); from then on the
   // op runs functionally and its results are copied.
   mutable std::atomic<bool> outVariantBroken{false};
+  // Set when the op's meta kernel is known to disagree with its CPU kernel;
+  // from then on the op runs synchronously. See Note [Meta kernels that
+  // disagree with the CPU kernel].
+  mutable std::atomic<bool> metaUntrusted{false};
   // Output metadata by argument signature. See Note [Output metadata cache].
   mutable std::shared_mutex cacheMutex;
   mutable std::unordered_map<std::string, std::shared_ptr<const MetaResult>> cache;
@@ -316,6 +320,24 @@ std::optional<c10::OperatorHandle> findFunctionalVariant(const c10::FunctionSche
   return std::nullopt;
 }
 
+// Note [Meta kernels that disagree with the CPU kernel]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The asynchronous path allocates outputs from the meta kernel; its task can
+// only check afterwards that the CPU kernel produced those shapes (Note
+// [Outputs are checked against their metadata]). Where they disagree, that
+// call fails with an error and the op is marked (OpInfo::metaUntrusted) to
+// take the synchronous path from then on, where outputs take the CPU
+// kernel's shapes. Ops known to disagree start marked, so that their first
+// call does not fail: _embedding_bag and _embedding_bag_forward_only size
+// their offset2bag, bag_size and max_indices outputs by the implementation
+// the CPU kernel picks (a fast path that leaves offset2bag empty, chosen
+// from dtypes, strides, mode and the build), which their meta kernel does
+// not reproduce. Before these checks, the uninitialised outputs of the meta
+// shapes reached embedding_bag's backward as indices and crashed it.
+bool metaKnownToDisagree(const c10::OperatorName& name) {
+  return name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only";
+}
+
 std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   auto owned = std::make_unique<OpInfo>();
@@ -351,6 +373,7 @@ std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
   if (info.allNew) info.outVariant = findOutVariant(schema);
   info.numOutArgs = countOutArgs(schema);
   if (info.numOutArgs > 0) info.functionalVariant = findFunctionalVariant(schema, info.numOutArgs);
+  if (metaKnownToDisagree(schema.operator_name())) info.metaUntrusted = true;
   return owned;
 }
 
@@ -538,11 +561,17 @@ bool sameAlias(const at::Tensor& out, const at::Tensor& expected) {
          out.scalar_type() == expected.scalar_type();
 }
 
-void copyResult(const char* opName, const at::Tensor& out, const at::Tensor& result) {
-  TORCH_CHECK(result.sizes() == out.sizes() && result.scalar_type() == out.scalar_type(), opName,
-              ": the CPU kernel returned a result of shape ", result.sizes(), " and dtype ",
-              result.scalar_type(), ", but the output was allocated with shape ", out.sizes(),
-              " and dtype ", out.scalar_type(), " (from the meta kernel)", NPU_ERROR_SUFFIX);
+void copyResult(const OpInfo& info, const char* opName, const at::Tensor& out,
+                const at::Tensor& result) {
+  if (result.sizes() != out.sizes() || result.scalar_type() != out.scalar_type()) {
+    // See Note [Meta kernels that disagree with the CPU kernel].
+    info.metaUntrusted.store(true, std::memory_order_relaxed);
+    TORCH_CHECK(false, opName, ": the CPU kernel returned a result of shape ", result.sizes(),
+                " and dtype ", result.scalar_type(), ", but the output was allocated with shape ",
+                out.sizes(), " and dtype ", out.scalar_type(),
+                " (from the meta kernel); later calls of this op run synchronously",
+                NPU_ERROR_SUFFIX);
+  }
   out.copy_(result);
 }
 
@@ -723,7 +752,7 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
 // synchronously.
 bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                  const OpInfo& info) {
-  if (info.anyNonTensor) return false;
+  if (info.anyNonTensor || info.metaUntrusted.load(std::memory_order_relaxed)) return false;
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   Stack args(stack->end() - nargs, stack->end());
@@ -901,8 +930,8 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
           computeOp.redispatchBoxed(kCpuKeys, &s);
           if (outFailed) infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
           for (size_t r = 0; r < s.size(); ++r) {
-            copyResult(op.schema().name().c_str(), kernelView(args[computeArgs + r].toTensor()),
-                       s[r].toTensor());
+            copyResult(*infoPtr, op.schema().name().c_str(),
+                       kernelView(args[computeArgs + r].toTensor()), s[r].toTensor());
           }
         });
     replaceArgsWithResults(stack, nargs, results);
@@ -955,11 +984,11 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                    if (returns[r].isList) {
                      for (const at::Tensor& t : s[r].toTensorVector()) {
                        const at::Tensor& f = nextOutput();
-                       if (f.defined()) copyResult(name, kernelView(f), t);
+                       if (f.defined()) copyResult(*infoPtr, name, kernelView(f), t);
                      }
                    } else {
                      const at::Tensor& f = nextOutput();
-                     if (f.defined()) copyResult(name, kernelView(f), s[r].toTensor());
+                     if (f.defined()) copyResult(*infoPtr, name, kernelView(f), s[r].toTensor());
                    }
                  }
                  TORCH_CHECK(next == fresh.size(), name, ": the CPU kernel returned fewer ",
