@@ -689,6 +689,27 @@ at::Tensor resultToNpu(const at::Tensor& r, const NPUStream& stream, c10::Device
   return out;
 }
 
+// Note [Out arguments the CPU kernel resized]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An out= kernel resizes its out arguments to the result's shape, which on
+// the synchronous path is only known once the kernel ran. It cannot do that
+// to a CPU alias of device memory (Note [A CPU alias stays inside its
+// storage]), and an empty out has no memory, so its alias is an ordinary CPU
+// tensor that the kernel would fill and nobody read: linalg.lstsq (whose
+// functional form is CompositeExplicitAutograd over lstsq.out, which has no
+// meta kernel) returned its empty out tensors. So an out= op with a
+// functional counterpart runs that on the synchronous path, and its results
+// are moved into the out arguments on the host, resized as PyTorch's
+// resize_output does (Note [out= ops run functionally]). Any other op whose
+// kernel left an argument's alias with another shape or memory (an in-place
+// op that shrank it) gives the npu tensor the alias's shape and contents
+// (adoptResized); the stream was synchronized, so the alias can be read.
+void adoptResized(const at::Tensor& npu, const at::Tensor& alias) {
+  const at::Tensor host = alias.clone(at::MemoryFormat::Contiguous);
+  npu.resize_(host.sizes());
+  npu.copy_(host);
+}
+
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                       const OpInfo& info) {
   const NPUStream stream = getCurrentNPUStream(device);
@@ -700,11 +721,15 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
   access.writesHost = true;  // the results come back to the host
   auto outcome = std::make_shared<SyncOutcome>();
   const int generatorArg = info.generatorArg;
+  // See Note [Out arguments the CPU kernel resized].
+  const bool viaFunctional = info.functionalVariant.has_value();
+  const size_t computeArgs = viaFunctional ? nargs - info.numOutArgs : nargs;
+  const c10::OperatorHandle computeOp = viaFunctional ? *info.functionalVariant : op;
   launchKernel(stream, schema.name().c_str(), std::move(access),
-               [op, args, generatorArg, seed, outcome] {
+               [computeOp, computeArgs, args, generatorArg, seed, outcome] {
                  Stack s;
-                 s.reserve(args.size());
-                 for (size_t i = 0; i < args.size(); ++i) {
+                 s.reserve(computeArgs);
+                 for (size_t i = 0; i < computeArgs; ++i) {
                    if (static_cast<int>(i) == generatorArg) {
                      s.emplace_back(cpuGenerator(*seed));
                      continue;
@@ -719,10 +744,22 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
                        },
                        c10::DeviceType::CPU));
                  }
-                 op.redispatchBoxed(kCpuKeys, &s);
+                 computeOp.redispatchBoxed(kCpuKeys, &s);
                  outcome->results = std::move(s);
                });
   waitForHostRead(stream);  // raises the kernel's failure, if any
+  if (viaFunctional) {
+    Stack results;
+    for (size_t r = 0; r < info.numOutArgs; ++r) {
+      const at::Tensor& out = args[computeArgs + r].toTensor();
+      const at::Tensor& result = outcome->results.at(r).toTensor();
+      at::native::resize_output(out, result.sizes());
+      out.copy_(result);
+      results.emplace_back(out);
+    }
+    replaceArgsWithResults(stack, nargs, results);
+    return;
+  }
   // The npu argument a kernel returned, or a fresh npu copy of a result.
   std::unordered_map<const c10::TensorImpl*, at::Tensor> npuArgs;
   for (const IValue& a : args) {
@@ -731,7 +768,11 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
   auto toNpu = [&](const at::Tensor& r) -> at::Tensor {
     if (!r.defined()) return r;
     auto alias = outcome->npuOfAlias.find(r.unsafeGetTensorImpl());
-    if (alias != outcome->npuOfAlias.end()) return npuArgs.at(alias->second);
+    if (alias != outcome->npuOfAlias.end()) {
+      const at::Tensor& npu = npuArgs.at(alias->second);
+      if (!sameAlias(r, npu)) adoptResized(npu, r);
+      return npu;
+    }
     if (!r.device().is_cpu()) return r;
     return resultToNpu(r, stream, device);
   };
