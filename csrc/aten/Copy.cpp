@@ -29,7 +29,13 @@ bool isNpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::P
 bool isPinned(const at::Tensor& cpu) { return NPUHostAllocator::isPinnedPtr(cpu.storage().data()); }
 
 // Queues dst.copy_(src) over CPU aliases on `stream`. The lambda holds both
-// tensors, which keeps their memory alive until the copy ran.
+// tensors, which keeps their memory alive until the copy ran. The aliases
+// are taken now, at enqueue, like every op's (Note [Task captures and memory
+// reuse]): a resize_ or set_ of `dst` on the host while the copy is queued
+// must not change where and in which shape the copy writes. (Taken in the
+// task, x.clone().resize_(n) had the clone's copy write the old shape into
+// the new, larger storage, or fail on the new shape, and the resize's own
+// copy of the old bytes then overwrote it.)
 void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TaskAccess access;
   if (isNpu(src)) access.read(src);
@@ -38,11 +44,9 @@ void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor
   } else {
     access.writesHost = true;  // a poisoned source fails the copy (Note [Poisoned memory])
   }
-  launchKernel(stream, "aten::copy_", std::move(access), [dst, src] {
-    at::Tensor d = isNpu(dst) ? cpuAlias(dst) : dst;
-    at::Tensor s = isNpu(src) ? cpuAlias(src) : src;
-    d.copy_(s);
-  });
+  launchKernel(stream, "aten::copy_", std::move(access),
+               [dst, src, d = isNpu(dst) ? cpuAlias(dst) : dst,
+                s = isNpu(src) ? cpuAlias(src) : src]() mutable { d.copy_(s); });
 }
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
