@@ -289,3 +289,33 @@ for op in op_db:
               s.input, *s.args, s.kwargs, grad=grad)
 assert seen == names, names - seen
 ''', timeout=400)
+
+
+def test_out_kernels_that_resize_on_the_synchronous_path():
+    """lstsq has no meta kernel: its out kernel runs synchronously and resizes."""
+    run_group('''
+a, b = torch.randn(5, 3), torch.randn(5, 4)
+check("lstsq", torch.linalg.lstsq, a, b)
+check("lstsq batched", torch.linalg.lstsq, torch.randn(2, 4, 4), torch.randn(2, 4, 1))
+for first in (0, 5, 30):  # empty, too small, too large: resized like on CPU
+    def with_out(x, y, first=first):
+        dev = x.device
+        outs = (torch.empty(first, device=dev), torch.empty(0, device=dev),
+                torch.empty(0, dtype=torch.long, device=dev), torch.empty(0, device=dev))
+        r = torch.linalg.lstsq(x, y, out=outs)
+        assert all(p is q for p, q in zip(r, outs))
+        return outs
+    check(f"lstsq out= of {first} elements", with_out, a, b)
+check("nonzero", lambda t: torch.nonzero(t > 0), a)
+check("nonzero out=", lambda t: torch.nonzero(t > 0, out=torch.empty(3, 2, dtype=torch.long,
+                                                                 device=t.device)), a)
+''')
+
+
+def test_resize_while_a_copy_into_the_tensor_is_queued():
+    """A queued copy writes the shape and memory its destination had at enqueue."""
+    run_group('''
+for n in (3, 6, 8, 40):
+    check(f"clone().resize_({n})", lambda t, n=n: t.clone().resize_(n)[:min(n, 6)],
+          torch.arange(6.).reshape(2, 3))
+''')
