@@ -79,6 +79,10 @@ struct OpInfo {
   // output internally, which a fixed-size alias cannot do); from then on the
   // op runs functionally and its results are copied.
   mutable std::atomic<bool> outVariantBroken{false};
+  // Set when the op's meta kernel is known to disagree with its CPU kernel;
+  // from then on the op runs synchronously. See Note [Meta kernels that
+  // disagree with the CPU kernel].
+  mutable std::atomic<bool> metaUntrusted{false};
   // Output metadata by argument signature. See Note [Output metadata cache].
   mutable std::shared_mutex cacheMutex;
   mutable std::unordered_map<std::string, std::shared_ptr<const MetaResult>> cache;
@@ -100,6 +104,8 @@ struct TensorMeta {
   std::vector<int64_t> strides;
   int64_t offset = 0;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool conj = false;  // see Note [Views that change dtype or bits]
+  bool neg = false;
 };
 struct MetaResult {
   // Per return: its tensors (one, or the elements of a list).
@@ -182,8 +188,10 @@ bool appendKey(std::string& key, const IValue& v) {
 }
 
 TensorMeta tensorMeta(const at::Tensor& t) {
-  if (!t.defined()) return TensorMeta{false, {}, {}, 0, c10::ScalarType::Undefined};
-  return TensorMeta{true, t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type()};
+  if (!t.defined()) return TensorMeta{false, {}, {}, 0, c10::ScalarType::Undefined, false, false};
+  return TensorMeta{
+      true,        t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type(),
+      t.is_conj(), t.is_neg()};
 }
 
 bool sameAliasSet(const c10::AliasInfo& a, const c10::AliasInfo& b) {
@@ -312,6 +320,24 @@ std::optional<c10::OperatorHandle> findFunctionalVariant(const c10::FunctionSche
   return std::nullopt;
 }
 
+// Note [Meta kernels that disagree with the CPU kernel]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The asynchronous path allocates outputs from the meta kernel; its task can
+// only check afterwards that the CPU kernel produced those shapes (Note
+// [Outputs are checked against their metadata]). Where they disagree, that
+// call fails with an error and the op is marked (OpInfo::metaUntrusted) to
+// take the synchronous path from then on, where outputs take the CPU
+// kernel's shapes. Ops known to disagree start marked, so that their first
+// call does not fail: _embedding_bag and _embedding_bag_forward_only size
+// their offset2bag, bag_size and max_indices outputs by the implementation
+// the CPU kernel picks (a fast path that leaves offset2bag empty, chosen
+// from dtypes, strides, mode and the build), which their meta kernel does
+// not reproduce. Before these checks, the uninitialised outputs of the meta
+// shapes reached embedding_bag's backward as indices and crashed it.
+bool metaKnownToDisagree(const c10::OperatorName& name) {
+  return name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only";
+}
+
 std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   auto owned = std::make_unique<OpInfo>();
@@ -347,6 +373,7 @@ std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
   if (info.allNew) info.outVariant = findOutVariant(schema);
   info.numOutArgs = countOutArgs(schema);
   if (info.numOutArgs > 0) info.functionalVariant = findFunctionalVariant(schema, info.numOutArgs);
+  if (metaKnownToDisagree(schema.operator_name())) info.metaUntrusted = true;
   return owned;
 }
 
@@ -501,9 +528,101 @@ at::Tensor kernelView(const at::Tensor& captured) {
   return isNpu(captured) ? cpuAlias(captured) : captured;
 }
 
+// Note [Outputs are checked against their metadata]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An op's outputs were allocated from its meta kernel's metadata; its CPU
+// kernel may disagree (a meta kernel that is wrong for some arguments, an
+// out kernel that resizes or re-points its output). Whatever the kernel
+// does must stay inside the output's memory and land in the output's shape:
+//  - an out kernel gets a TensorImpl of its own for each output (outAlias),
+//    so resizing or set_-ing it cannot change the alias the task keeps for
+//    the fallback copy; it cannot grow past the output either (Note [A CPU
+//    alias stays inside its storage]); after it returned, each output must
+//    still have the metadata and memory it was given (sameAlias), else the
+//    op is computed functionally (Note [out= ops run functionally]);
+//  - a functional result is copied into an output only if it has exactly
+//    the output's shape and dtype (copyResult): copy_ would broadcast a
+//    smaller result or convert another dtype silently.
+// A mismatch is an error of the op (reported at the next synchronize), never
+// a wrong answer or a write into someone else's memory.
+at::Tensor outAlias(const at::Tensor& captured) {
+  if (isNpu(captured)) return cpuAlias(captured);
+  at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(captured.storage()),
+                                                              captured.key_set(), captured.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(captured.sizes(), captured.strides(),
+                                                     captured.storage_offset());
+  return alias;
+}
+
+bool sameAlias(const at::Tensor& out, const at::Tensor& expected) {
+  return out.sizes() == expected.sizes() && out.strides() == expected.strides() &&
+         out.storage_offset() == expected.storage_offset() &&
+         out.storage().data() == expected.storage().data() &&
+         out.scalar_type() == expected.scalar_type();
+}
+
+void copyResult(const OpInfo& info, const char* opName, const at::Tensor& out,
+                const at::Tensor& result) {
+  if (result.sizes() != out.sizes() || result.scalar_type() != out.scalar_type()) {
+    // See Note [Meta kernels that disagree with the CPU kernel].
+    info.metaUntrusted.store(true, std::memory_order_relaxed);
+    TORCH_CHECK(false, opName, ": the CPU kernel returned a result of shape ", result.sizes(),
+                " and dtype ", result.scalar_type(), ", but the output was allocated with shape ",
+                out.sizes(), " and dtype ", out.scalar_type(),
+                " (from the meta kernel); later calls of this op run synchronously",
+                NPU_ERROR_SUFFIX);
+  }
+  out.copy_(result);
+}
+
+// The meta twin of an npu argument: same sizes, strides, dtype and conj/neg
+// bits (meta kernels of conj-aware ops and views read the bits). The storage
+// offset is not kept: see Note [Views that change dtype or bits].
 at::Tensor toMeta(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(),
-                           at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+  at::Tensor m = at::empty_strided(t.sizes(), t.strides(),
+                                   at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+  if (t.is_conj()) m._set_conj(true);
+  if (t.is_neg()) m._set_neg(true);
+  return m;
+}
+
+// Note [Views that change dtype or bits]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A view return is built from its meta twin: sizes, strides and offset as
+// the meta kernel computed them over a meta base at offset 0, and the meta
+// result's dtype and conj/neg bits. The dtype need not be the base's:
+// view_as_real makes float views of complex memory, view_as_complex the
+// reverse, view(dtype) either. Sizes, strides and offsets count elements of
+// the view's dtype, so the view must be made with that dtype (an as_strided
+// of the base would read [n, 2] float strides as complex, twice past the
+// storage), and the base's own offset must be converted to view elements
+// through bytes; a base offset that is not a whole number of view elements
+// cannot be viewed (PyTorch raises the same for view_as_complex).
+at::Tensor viewOf(const at::Tensor& base, const TensorMeta& m) {
+  at::Tensor view;
+  if (m.dtype == base.scalar_type()) {
+    view = base.as_strided(m.sizes, m.strides, base.storage_offset() + m.offset);
+  } else {
+    const caffe2::TypeMeta dtype = c10::scalarTypeToTypeMeta(m.dtype);
+    const int64_t baseBytes = base.storage_offset() * static_cast<int64_t>(base.itemsize());
+    const auto itemsize = static_cast<int64_t>(dtype.itemsize());
+    TORCH_CHECK(baseBytes % itemsize == 0, "cannot view a tensor of dtype ", base.scalar_type(),
+                " at storage offset ", base.storage_offset(), " as ", m.dtype,
+                ": the offset is not a multiple of ", itemsize, " bytes", NPU_ERROR_SUFFIX);
+    const int64_t offset = baseBytes / itemsize + m.offset;
+    at::native::checkInBoundsForStorage(c10::IntArrayRef(m.sizes), c10::IntArrayRef(m.strides),
+                                        offset, dtype, base.storage());
+    // The key set is the base's minus its bits, which are set from the meta
+    // result below (view_as_real of a conj tensor is an error, not a view).
+    c10::DispatchKeySet keys =
+        base.key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+    view = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW,
+                                                    c10::Storage(base.storage()), keys, dtype);
+    view.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes, m.strides, offset);
+  }
+  if (view.is_conj() != m.conj) view._set_conj(m.conj);
+  if (view.is_neg() != m.neg) view._set_neg(m.neg);
+  return view;
 }
 
 at::Generator cpuGenerator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
@@ -570,6 +689,27 @@ at::Tensor resultToNpu(const at::Tensor& r, const NPUStream& stream, c10::Device
   return out;
 }
 
+// Note [Out arguments the CPU kernel resized]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An out= kernel resizes its out arguments to the result's shape, which on
+// the synchronous path is only known once the kernel ran. It cannot do that
+// to a CPU alias of device memory (Note [A CPU alias stays inside its
+// storage]), and an empty out has no memory, so its alias is an ordinary CPU
+// tensor that the kernel would fill and nobody read: linalg.lstsq (whose
+// functional form is CompositeExplicitAutograd over lstsq.out, which has no
+// meta kernel) returned its empty out tensors. So an out= op with a
+// functional counterpart runs that on the synchronous path, and its results
+// are moved into the out arguments on the host, resized as PyTorch's
+// resize_output does (Note [out= ops run functionally]). Any other op whose
+// kernel left an argument's alias with another shape or memory (an in-place
+// op that shrank it) gives the npu tensor the alias's shape and contents
+// (adoptResized); the stream was synchronized, so the alias can be read.
+void adoptResized(const at::Tensor& npu, const at::Tensor& alias) {
+  const at::Tensor host = alias.clone(at::MemoryFormat::Contiguous);
+  npu.resize_(host.sizes());
+  npu.copy_(host);
+}
+
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                       const OpInfo& info) {
   const NPUStream stream = getCurrentNPUStream(device);
@@ -581,11 +721,15 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
   access.writesHost = true;  // the results come back to the host
   auto outcome = std::make_shared<SyncOutcome>();
   const int generatorArg = info.generatorArg;
+  // See Note [Out arguments the CPU kernel resized].
+  const bool viaFunctional = info.functionalVariant.has_value();
+  const size_t computeArgs = viaFunctional ? nargs - info.numOutArgs : nargs;
+  const c10::OperatorHandle computeOp = viaFunctional ? *info.functionalVariant : op;
   launchKernel(stream, schema.name().c_str(), std::move(access),
-               [op, args, generatorArg, seed, outcome] {
+               [computeOp, computeArgs, args, generatorArg, seed, outcome] {
                  Stack s;
-                 s.reserve(args.size());
-                 for (size_t i = 0; i < args.size(); ++i) {
+                 s.reserve(computeArgs);
+                 for (size_t i = 0; i < computeArgs; ++i) {
                    if (static_cast<int>(i) == generatorArg) {
                      s.emplace_back(cpuGenerator(*seed));
                      continue;
@@ -600,10 +744,22 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
                        },
                        c10::DeviceType::CPU));
                  }
-                 op.redispatchBoxed(kCpuKeys, &s);
+                 computeOp.redispatchBoxed(kCpuKeys, &s);
                  outcome->results = std::move(s);
                });
   waitForHostRead(stream);  // raises the kernel's failure, if any
+  if (viaFunctional) {
+    Stack results;
+    for (size_t r = 0; r < info.numOutArgs; ++r) {
+      const at::Tensor& out = args[computeArgs + r].toTensor();
+      const at::Tensor& result = outcome->results.at(r).toTensor();
+      at::native::resize_output(out, result.sizes());
+      out.copy_(result);
+      results.emplace_back(out);
+    }
+    replaceArgsWithResults(stack, nargs, results);
+    return;
+  }
   // The npu argument a kernel returned, or a fresh npu copy of a result.
   std::unordered_map<const c10::TensorImpl*, at::Tensor> npuArgs;
   for (const IValue& a : args) {
@@ -612,7 +768,11 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
   auto toNpu = [&](const at::Tensor& r) -> at::Tensor {
     if (!r.defined()) return r;
     auto alias = outcome->npuOfAlias.find(r.unsafeGetTensorImpl());
-    if (alias != outcome->npuOfAlias.end()) return npuArgs.at(alias->second);
+    if (alias != outcome->npuOfAlias.end()) {
+      const at::Tensor& npu = npuArgs.at(alias->second);
+      if (!sameAlias(r, npu)) adoptResized(npu, r);
+      return npu;
+    }
     if (!r.device().is_cpu()) return r;
     return resultToNpu(r, stream, device);
   };
@@ -633,7 +793,7 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
 // synchronously.
 bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                  const OpInfo& info) {
-  if (info.anyNonTensor) return false;
+  if (info.anyNonTensor || info.metaUntrusted.load(std::memory_order_relaxed)) return false;
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   Stack args(stack->end() - nargs, stack->end());
@@ -718,9 +878,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
       }
       case ReturnKind::kViewOfArg: {
         const at::Tensor& base = args[ri.arg].toTensor();
-        auto view = [&](const TensorMeta& m) {
-          return base.as_strided(m.sizes, m.strides, base.storage_offset() + m.offset);
-        };
+        auto view = [&](const TensorMeta& m) { return viewOf(base, m); };
         if (ri.isList) {
           c10::List<at::Tensor> out;
           for (const TensorMeta& m : metas) out.push_back(view(m));
@@ -793,16 +951,16 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
             Stack withOut = s;
             std::vector<at::Tensor> outs;
             for (size_t i = computeArgs; i < args.size(); ++i) {
-              outs.push_back(kernelView(args[i].toTensor()));
+              outs.push_back(outAlias(args[i].toTensor()));
               withOut.emplace_back(outs.back());
             }
             bool ok = false;
             try {
               op.redispatchBoxed(kCpuKeys, &withOut);
               ok = true;
+              // See Note [Outputs are checked against their metadata].
               for (size_t i = 0; i < outs.size() && ok; ++i) {
-                const at::Tensor& expected = args[computeArgs + i].toTensor();
-                ok = outs[i].sizes() == expected.sizes() && outs[i].strides() == expected.strides();
+                ok = sameAlias(outs[i], args[computeArgs + i].toTensor());
               }
             } catch (const std::exception&) {
               ok = false;
@@ -813,7 +971,8 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
           computeOp.redispatchBoxed(kCpuKeys, &s);
           if (outFailed) infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
           for (size_t r = 0; r < s.size(); ++r) {
-            kernelView(args[computeArgs + r].toTensor()).copy_(s[r].toTensor());
+            copyResult(*infoPtr, op.schema().name().c_str(),
+                       kernelView(args[computeArgs + r].toTensor()), s[r].toTensor());
           }
         });
     replaceArgsWithResults(stack, nargs, results);
@@ -831,31 +990,50 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                  bool outFailed = false;
                  if (outOp.has_value()) {
                    Stack withOut = s;
-                   for (const at::Tensor& f : fresh) withOut.emplace_back(kernelView(f));
+                   std::vector<at::Tensor> outs;
+                   outs.reserve(fresh.size());
+                   for (const at::Tensor& f : fresh) {
+                     outs.push_back(outAlias(f));
+                     withOut.emplace_back(outs.back());
+                   }
                    try {
                      outOp->redispatchBoxed(kCpuKeys, &withOut);
-                     return;
+                     // See Note [Outputs are checked against their metadata].
+                     bool ok = true;
+                     for (size_t i = 0; i < outs.size() && ok; ++i) {
+                       ok = sameAlias(outs[i], fresh[i]);
+                     }
+                     if (ok) return;
                    } catch (const std::exception&) {
-                     // Fall through to the functional op; see outVariantBroken.
-                     outFailed = true;
                    }
+                   // Fall through to the functional op; see outVariantBroken.
+                   outFailed = true;
                  }
                  op.redispatchBoxed(kCpuKeys, &s);
                  if (outFailed) infoPtr->outVariantBroken.store(true, std::memory_order_relaxed);
                  const std::vector<ReturnInfo>& returns = infoPtr->returns;
+                 const char* name = op.schema().name().c_str();
                  size_t next = 0;
+                 // A list result may have another length than its meta twin.
+                 auto nextOutput = [&]() -> const at::Tensor& {
+                   TORCH_CHECK(next < fresh.size(), name, ": the CPU kernel returned more ",
+                               "tensors than the meta kernel", NPU_ERROR_SUFFIX);
+                   return fresh[next++];
+                 };
                  for (size_t r = 0; r < returns.size(); ++r) {
                    if (returns[r].kind != ReturnKind::kNew) continue;
                    if (returns[r].isList) {
                      for (const at::Tensor& t : s[r].toTensorVector()) {
-                       const at::Tensor& f = fresh[next++];
-                       if (f.defined()) kernelView(f).copy_(t);
+                       const at::Tensor& f = nextOutput();
+                       if (f.defined()) copyResult(*infoPtr, name, kernelView(f), t);
                      }
                    } else {
-                     const at::Tensor& f = fresh[next++];
-                     if (f.defined()) kernelView(f).copy_(s[r].toTensor());
+                     const at::Tensor& f = nextOutput();
+                     if (f.defined()) copyResult(*infoPtr, name, kernelView(f), s[r].toTensor());
                    }
                  }
+                 TORCH_CHECK(next == fresh.size(), name, ": the CPU kernel returned fewer ",
+                             "tensors than the meta kernel", NPU_ERROR_SUFFIX);
                });
   replaceArgsWithResults(stack, nargs, results);
   return true;

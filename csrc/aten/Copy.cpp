@@ -29,7 +29,13 @@ bool isNpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::P
 bool isPinned(const at::Tensor& cpu) { return NPUHostAllocator::isPinnedPtr(cpu.storage().data()); }
 
 // Queues dst.copy_(src) over CPU aliases on `stream`. The lambda holds both
-// tensors, which keeps their memory alive until the copy ran.
+// tensors, which keeps their memory alive until the copy ran. The aliases
+// are taken now, at enqueue, like every op's (Note [Task captures and memory
+// reuse]): a resize_ or set_ of `dst` on the host while the copy is queued
+// must not change where and in which shape the copy writes. (Taken in the
+// task, x.clone().resize_(n) had the clone's copy write the old shape into
+// the new, larger storage, or fail on the new shape, and the resize's own
+// copy of the old bytes then overwrote it.)
 void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TaskAccess access;
   if (isNpu(src)) access.read(src);
@@ -38,11 +44,9 @@ void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor
   } else {
     access.writesHost = true;  // a poisoned source fails the copy (Note [Poisoned memory])
   }
-  launchKernel(stream, "aten::copy_", std::move(access), [dst, src] {
-    at::Tensor d = isNpu(dst) ? cpuAlias(dst) : dst;
-    at::Tensor s = isNpu(src) ? cpuAlias(src) : src;
-    d.copy_(s);
-  });
+  launchKernel(stream, "aten::copy_", std::move(access),
+               [dst, src, d = isNpu(dst) ? cpuAlias(dst) : dst,
+                s = isNpu(src) ? cpuAlias(src) : src]() mutable { d.copy_(s); });
 }
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
@@ -116,6 +120,26 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copyFromAndResize);
   m.impl("_local_scalar_dense", localScalarDense);
   m.impl("record_stream", recordStream);
+}
+
+// Note [Copies resolve conj and neg bits themselves]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// For a device that is not CPU or CUDA, copy_ calls _copy_from. A source with
+// the conjugate (negative) bit would send _copy_from through the Conjugate
+// (Negative) fallback, which materialises such inputs with clone(), which is
+// empty_like + copy_ -> _copy_from again with the same source: an unbounded
+// recursion that overflows the stack (torch.fft.ifft on real input, hfft,
+// x.conj().cpu(), polar's backward). CPU's copy_ resolves the bits itself, so
+// our copies let them through and run it over CPU aliases that keep them
+// (Note [CPU aliases keep the conj and neg bits]), as CUDA's copy does.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace c10_npu::aten
