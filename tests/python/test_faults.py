@@ -215,3 +215,45 @@ def test_sixteen_threads_sharing_and_not_sharing_streams():
         t.join(timeout=300)
     assert not any(t.is_alive() for t in threads), "a worker hung"
     assert errors == []
+
+
+def test_the_out_of_memory_retry_does_not_take_another_streams_failure():
+    # The retry used to synchronize the device, which reported (and so
+    # cleared) a failure that belonged to another stream's synchronize.
+    s1 = torch.npu.Stream()
+    x = torch.arange(4.0, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(s1):
+        torch.index_select(x, 0, torch.tensor([9], device="npu"))
+    torch.npu.empty_cache()
+    arm(ALLOC, 1)  # the next npuMalloc fails: the allocator retries
+    y = torch.ones(1 << 20, device="npu")
+    with pytest.raises(RuntimeError, match="aten::index_select"):
+        s1.synchronize()
+    assert y.sum().item() == float(1 << 20)
+
+
+def test_synchronize_is_not_starved_by_a_thread_that_keeps_queueing():
+    out = run_py_ok(
+        """
+        import threading, torch, torch_npu
+        s = torch.npu.Stream()
+        x = torch.ones(16, device="npu")
+        stop = threading.Event()
+        def flood():
+            with torch.npu.stream(s):
+                while not stop.is_set():
+                    x.add_(0)
+        t = threading.Thread(target=flood); t.start()
+        with torch.npu.stream(s):
+            y = x * 2
+        for _ in range(3):
+            s.synchronize()             # returns: waits for the work queued before it
+            torch.npu.synchronize()
+        print("Y", y.sum().item())
+        stop.set(); t.join()
+        """,
+        env={"NPU_SIM_TASK_DELAY_US": "500"},
+        timeout=120,
+    )
+    assert "Y 32.0" in out, out
