@@ -35,13 +35,11 @@ user_asan="${ASAN_OPTIONS:-}"
 user_ubsan="${UBSAN_OPTIONS:-}"
 user_tsan="${TSAN_OPTIONS:-}"
 
-timed() {  # timed <label> <command...>: runs it, prints its wall time
-  local label="$1" start end
+timed() {  # timed <label> <command...>: runs it, prints its wall and CPU time
+  local label="$1" TIMEFORMAT
   shift
-  start=$(date +%s)
-  "$@"
-  end=$(date +%s)
-  echo "=== ${label}: $((end - start)) s"
+  TIMEFORMAT="=== ${label}: %0R s wall, %0U s user + %0S s sys CPU"
+  time "$@"
 }
 
 # A copy of the Python package (sources only) for a torch-backend sanitizer
