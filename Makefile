@@ -76,4 +76,4 @@ fuzz: $(DEPS_STAMP)
 	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),120) scripts/fuzz.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-asan-full $(BUILD)-tsan-core
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz
