@@ -17,7 +17,9 @@
 //
 // Linked against libnpu_core (built here with clang, coverage, ASan and
 // UBSan) and c10/torch_cpu from the wheel (gcc, uninstrumented; the C++ ABI
-// is the same: both use libstdc++ with _GLIBCXX_USE_CXX11_ABI=1).
+// is the same: both use the system libstdc++ with its default
+// _GLIBCXX_USE_CXX11_ABI=1, which torch.compiled_with_cxx11_abi() confirms for
+// the wheel; TORCH_CXX_FLAGS is empty for torch 2.13).
 #include <c10/core/Stream.h>
 #include <c10/util/Exception.h>
 
