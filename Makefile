@@ -3,8 +3,12 @@
 #   make test      build everything and run every test suite
 #   make demo      run the main example
 #   make bench     run the benchmarks
-#   make sanitize  ASan+UBSan and TSan builds of the runtime, with its tests
-#   make fuzz      libFuzzer run of the npurt C API (FUZZ_SECONDS, default 120)
+#   make sanitize  ASan+UBSan and TSan builds of the runtime with its tests, TSan
+#                  build of the core with its tests, ASan+UBSan build of everything
+#                  with the core tests and the CI subset of the Python suite
+#   make sanitize-full  the same with the whole Python suite under ASan+UBSan
+#   make fuzz      libFuzzer runs of the npurt C API and of stream-id unpacking
+#                  (FUZZ_SECONDS in total, default 120)
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -19,7 +23,7 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 NPURT_BENCH_FLAGS ?= --benchmark_min_time=0.1s --benchmark_repetitions=5 \
 	--benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 
-.PHONY: all deps build install test test-cpp test-python bench demo sanitize fuzz clean
+.PHONY: all deps build install test test-cpp test-python bench demo sanitize sanitize-full fuzz clean
 
 all: build
 
@@ -62,7 +66,10 @@ demo: build
 	PYTHONPATH=$(CURDIR) $(VPY) examples/interop/interop.py
 
 sanitize: $(DEPS_STAMP)
-	scripts/sanitize.sh
+	scripts/sanitize.sh ci
+
+sanitize-full: $(DEPS_STAMP)
+	scripts/sanitize.sh full
 
 # Installs clang (as root) if missing; FUZZ_SECONDS bounds the run.
 fuzz: $(DEPS_STAMP)

@@ -141,7 +141,10 @@ npuStream_t lookup(c10::DeviceIndex device, c10::StreamId id) {
   Registry& reg = registries()[device];
   const c10::StreamId index = id & (kExternalStreamMarker - 1);
   std::lock_guard<std::mutex> lock(reg.mutex);
-  TORCH_CHECK(index >= 0 && index < static_cast<c10::StreamId>(reg.entries.size()),
+  // Exactly marker | index: an id with other bits set as well would name the
+  // same stream under a second id (unequal streams, different hashes).
+  TORCH_CHECK(id == (kExternalStreamMarker | index) &&
+                  index < static_cast<c10::StreamId>(reg.entries.size()),
               "Unrecognized external NPU stream ", id, " on device ", static_cast<int>(device),
               ". Wrap the runtime handle with ExternalStream(stream_ptr) instead of building "
               "the id yourself.",

@@ -101,6 +101,23 @@ TEST(NPUStreamTest, Unpack3RejectsFakeIdsWithTorchNpuTexts) {
   } catch (const c10::Error& e) {
     EXPECT_NE(std::string(e.what()).find("Unrecognized external NPU stream"), std::string::npos);
   }
+  // An external id with bits above the marker is not the id of a registered
+  // stream, even if its low bits are (found by tests/fuzz/stream_id_fuzz).
+  npurt::StreamHandle ext = npurt::StreamHandle::create();
+  const auto wrapped = c10_npu::getStreamFromExternal(ext.get(), 0);
+  EXPECT_EQ(NPUStream::unpack3(wrapped.id(), 0, npu), wrapped);
+  for (int bit = 31; bit < 63; ++bit) {
+    const int64_t alias = wrapped.id() | (int64_t{1} << bit);
+    try {
+      NPUStream::unpack3(alias, 0, npu);
+      FAIL() << "external id with bit " << bit << " set accepted";
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("Unrecognized external NPU stream"), std::string::npos);
+    }
+    EXPECT_THROW(NPUStream(c10::Stream(c10::Stream::UNSAFE,
+                                       c10::Device(npu, 0), alias)),
+                 c10::Error);
+  }
   try {
     NPUStream::unpack3(0, 99, npu);
     FAIL() << "device 99 accepted";
