@@ -240,10 +240,17 @@ def test_synchronize_is_not_starved_by_a_thread_that_keeps_queueing():
         s = torch.npu.Stream()
         x = torch.ones(16, device="npu")
         stop = threading.Event()
-        def flood():
+        def flood():  # keeps 10-20 ops queued on s: never idle, never far behind
+            pending = []
             with torch.npu.stream(s):
                 while not stop.is_set():
-                    x.add_(0)
+                    for _ in range(10):
+                        x.add_(0)
+                    e = torch.npu.Event()
+                    e.record(s)
+                    pending.append(e)
+                    if len(pending) > 1:
+                        pending.pop(0).synchronize()
         t = threading.Thread(target=flood); t.start()
         with torch.npu.stream(s):
             y = x * 2
