@@ -641,17 +641,25 @@ std::optional<uint64_t> reserveOpSeed(const Stack& args, const OpInfo& info,
 // The first n arguments as the CPU kernel takes them: npu tensors as CPU
 // aliases, the generator as a CPU generator seeded from the reserved seed.
 // Only inside tasks (aliases read device memory).
-Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed) {
+// `alias` makes the CPU view of each npu tensor (cpuAlias, or a wrapper that
+// also remembers which alias is which argument).
+template <typename AliasFn>
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed,
+              const AliasFn& alias) {
   Stack s;
   s.reserve(args.size());
   for (size_t i = 0; i < n; ++i) {
     if (static_cast<int>(i) == generatorArg) {
       s.emplace_back(cpuGenerator(*seed));
     } else {
-      s.push_back(mapTensors(args[i], cpuAlias, c10::DeviceType::CPU));
+      s.push_back(mapTensors(args[i], alias, c10::DeviceType::CPU));
     }
   }
   return s;
+}
+
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed) {
+  return cpuArgs(args, n, generatorArg, seed, cpuAlias);
 }
 
 // Replaces the op's nargs arguments on the stack by its results.
@@ -727,23 +735,13 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
   const c10::OperatorHandle computeOp = viaFunctional ? *info.functionalVariant : op;
   launchKernel(stream, schema.name().c_str(), std::move(access),
                [computeOp, computeArgs, args, generatorArg, seed, outcome] {
-                 Stack s;
-                 s.reserve(computeArgs);
-                 for (size_t i = 0; i < computeArgs; ++i) {
-                   if (static_cast<int>(i) == generatorArg) {
-                     s.emplace_back(cpuGenerator(*seed));
-                     continue;
-                   }
-                   s.push_back(mapTensors(
-                       args[i],
-                       [&](const at::Tensor& t) {
-                         at::Tensor alias = cpuAlias(t);
-                         outcome->npuOfAlias.emplace(alias.unsafeGetTensorImpl(),
-                                                     t.unsafeGetTensorImpl());
-                         return alias;
-                       },
-                       c10::DeviceType::CPU));
-                 }
+                 Stack s = cpuArgs(args, computeArgs, generatorArg, seed,
+                                   [&](const at::Tensor& t) {
+                                     at::Tensor alias = cpuAlias(t);
+                                     outcome->npuOfAlias.emplace(alias.unsafeGetTensorImpl(),
+                                                                 t.unsafeGetTensorImpl());
+                                     return alias;
+                                   });
                  computeOp.redispatchBoxed(kCpuKeys, &s);
                  outcome->results = std::move(s);
                });
