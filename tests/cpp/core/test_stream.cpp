@@ -15,6 +15,7 @@
 #include "core/NPUEvent.h"
 #include "core/NPUStream.h"
 #include "core/TaskQueue.h"
+#include "test_launch.h"
 #include "npurt/npurt.hpp"
 
 namespace {
@@ -22,21 +23,7 @@ namespace {
 using c10_npu::NPUStream;
 using c10_npu::StreamIdType;
 
-// Launches f on the stream through the task queue.
-template <typename F>
-void launch(const NPUStream& s, F&& f) {
-  using Fn = std::decay_t<F>;
-  auto owned = std::make_unique<Fn>(std::forward<F>(f));
-  npuTask task{};
-  task.name = "test";
-  task.run = [](void* u, char*, size_t) {
-    (*static_cast<Fn*>(u))();
-    return 0;
-  };
-  task.release = [](void* u) { std::unique_ptr<Fn> drop(static_cast<Fn*>(u)); };
-  task.userData = owned.release();
-  c10_npu::queue::launch(s, task);
-}
+using npu_core_test::launch;
 
 // A task that blocks its stream until open() is called.
 struct Gate {

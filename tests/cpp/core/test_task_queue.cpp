@@ -30,6 +30,7 @@
 #include "core/NPUEvent.h"
 #include "core/NPUStream.h"
 #include "core/TaskQueue.h"
+#include "test_launch.h"
 #include "npurt/npurt.h"
 
 namespace {
@@ -38,17 +39,7 @@ using c10_npu::NPUStream;
 
 template <typename F>
 void launch(const NPUStream& s, F&& f) {
-  using Fn = std::decay_t<F>;
-  auto owned = std::make_unique<Fn>(std::forward<F>(f));
-  npuTask task{};
-  task.name = "task_queue_test";
-  task.run = [](void* u, char*, size_t) {
-    (*static_cast<Fn*>(u))();
-    return 0;
-  };
-  task.release = [](void* u) { std::unique_ptr<Fn> drop(static_cast<Fn*>(u)); };
-  task.userData = owned.release();
-  c10_npu::queue::launch(s, task);
+  npu_core_test::launch(s, std::forward<F>(f), "task_queue_test");
 }
 
 int scaled(int n) {
