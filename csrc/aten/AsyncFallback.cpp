@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "aten/OpLauncher.h"
+#include "aten/TaskCapture.h"
 #include "core/ExternalStreams.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
@@ -497,35 +498,6 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
   }
   for (const at::Tensor& f : fresh) access.write(f);
   return access;
-}
-
-// Note [Task captures and memory reuse]
-// A task holds on to the memory it uses only where it must. A tensor whose
-// block the caching allocator handed out on the task's own stream is
-// captured as a CPU alias, which does not own the memory: if the program
-// drops the tensor before the task ran, the block returns to the pool at
-// once and the next allocation on that stream may take it. That is safe
-// because whatever touches the block next is queued behind this task on the
-// same stream; it is the rule of PyTorch's CUDA allocator, and it keeps a
-// host that runs far ahead of the device from holding one block per queued
-// op (and the device from walking through cold memory). Every other tensor
-// (memory of another stream, which could be handed to work that does not
-// wait for this task, or memory the allocator does not manage) is captured
-// by reference and kept alive until the task ran. So a missing
-// record_stream for such a tensor is harmless here, where on hardware it is
-// a race. The alias is also a snapshot: a later resize_ or set_ of the
-// tensor on the host does not change what the queued task sees.
-at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
-  if (npu.has_storage() && NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) {
-    return cpuAlias(npu);
-  }
-  return npu;
-}
-
-// The kernel's view of a tensor a task captured (see captureForTask): an
-// alias is one already; a tensor held by reference gets its alias now.
-at::Tensor kernelView(const at::Tensor& captured) {
-  return isNpu(captured) ? cpuAlias(captured) : captured;
 }
 
 // Note [Outputs are checked against their metadata]
