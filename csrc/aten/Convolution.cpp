@@ -186,13 +186,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   const int64_t outChannels = expected[1];
   const c10::ScalarType dtype = input.scalar_type();
   at::Tensor gradInput, gradWeight, gradBias;
-  if (outputMask[0])
+  if (outputMask[0]) {
     gradInput = emptyNpuIn(input.sizes(), convFormat(input, weight), dtype, device);
+  }
   if (outputMask[1]) {
     gradWeight = emptyNpuIn(weight.sizes(), weight.suggest_memory_format(), dtype, device);
   }
-  if (outputMask[2])
+  if (outputMask[2]) {
     gradBias = emptyNpuIn({outChannels}, at::MemoryFormat::Contiguous, dtype, device);
+  }
   if (outputMask[0] || outputMask[1] || outputMask[2]) {
     launchHostMath(getCurrentNPUStream(device), kBackward, {gradOutput, input, weight},
                    {gradInput, gradWeight, gradBias},
