@@ -32,6 +32,7 @@
 
 #include "aten/OpLauncher.h"
 #include "core/ExternalStreams.h"
+#include "core/HostSync.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
@@ -720,8 +721,9 @@ void adoptResized(const at::Tensor& npu, const at::Tensor& alias) {
 
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                       const OpInfo& info) {
-  const NPUStream stream = getCurrentNPUStream(device);
   const auto& schema = op.schema();
+  noteHostSync(schema.name().c_str());  // before anything is queued: Note [Host syncs of the op path]
+  const NPUStream stream = getCurrentNPUStream(device);
   const size_t nargs = schema.arguments().size();
   Stack args(stack->end() - nargs, stack->end());
   const std::optional<uint64_t> seed = reserveOpSeed(args, info, device);

@@ -21,6 +21,7 @@
 
 #include "aten/OpLauncher.h"
 #include "core/ExternalStreams.h"
+#include "core/HostSync.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
@@ -254,6 +255,20 @@ void initModule(py::module_& m) {
         NPUCachingAllocator::emptyCache();
       },
       py::call_guard<py::gil_scoped_release>());
+  // Note [Host syncs of the op path].
+  m.def("_npu_set_sync_debug_mode", [](int64_t mode) {
+    TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode, expected one of 0,1,2",
+                NPU_ERROR_SUFFIX);
+    setSyncDebugMode(static_cast<SyncDebugMode>(mode));
+  });
+  m.def("_npu_get_sync_debug_mode", [] { return static_cast<int>(syncDebugMode()); });
+  m.def("_npu_hostSyncStats", [] {
+    const HostSyncStats st = hostSyncStats();
+    py::dict byOp;
+    for (const auto& [op, n] : st.byOp) byOp[py::str(op)] = n;
+    return py::make_tuple(st.total, byOp);
+  });
+  m.def("_npu_resetHostSyncStats", [] { resetHostSyncStats(); });
   m.def("_npu_hostMemoryStats", [] {
     const NPUHostAllocator::HostStats st = NPUHostAllocator::stats();
     py::dict d;
