@@ -157,6 +157,13 @@ Stack makeOutputs(const Stack& args, const OpInfo& info, const MetaResult& metaR
     switch (ri.kind) {
       case ReturnKind::kMutatedArg: {
         const IValue& a = args[ri.arg];
+        if (a.isTensor() && metas.size() == 1 && metas[0].defined) {
+          // PyTorch's rule for every out= and in-place op, checked here, at
+          // the call, as CPU does, rather than by the kernel later.
+          TORCH_CHECK(c10::canCast(metas[0].dtype, a.toTensor().scalar_type()), "result type ",
+                      metas[0].dtype, " can't be cast to the desired output type ",
+                      a.toTensor().scalar_type());
+        }
         if (a.isTensor() && metas.size() == 1 &&
             a.toTensor().sizes() != c10::IntArrayRef(metas[0].sizes)) {
           // out= with a wrong size: resize (and warn if it had elements)

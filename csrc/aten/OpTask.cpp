@@ -124,10 +124,11 @@ Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional
   return cpuArgs(args, n, generatorArg, seed, cpuAlias);
 }
 
-// Runs the out kernel straight into the device memory: the fast path, trusted
+// Runs the out kernel straight into the device memory: the fast path, kept
 // only if it neither throws nor reshapes its outputs (see Note [out= ops run
-// functionally]). False if the op must be computed functionally.
-bool OutOpTask::runOutKernel(const Stack& s) const {
+// functionally]). Sets `kept`; returns the kernel's exception if it threw.
+std::exception_ptr OutOpTask::runOutKernel(const Stack& s, bool& kept) const {
+  kept = false;
   Stack withOut = s;
   std::vector<at::Tensor> outs;
   for (size_t i = computeArgs; i < args.size(); ++i) {
@@ -136,26 +137,45 @@ bool OutOpTask::runOutKernel(const Stack& s) const {
   }
   try {
     op.redispatchBoxed(kCpuKeys, &withOut);
-    bool ok = true;
-    // See Note [Outputs are checked against their metadata].
-    for (size_t i = 0; i < outs.size() && ok; ++i) {
-      ok = sameAlias(outs[i], args[computeArgs + i].toTensor());
-    }
-    return ok;
   } catch (const std::exception&) {
-    return false;
+    return std::current_exception();
   }
+  kept = true;
+  // See Note [Outputs are checked against their metadata].
+  for (size_t i = 0; i < outs.size() && kept; ++i) {
+    kept = sameAlias(outs[i], args[computeArgs + i].toTensor());
+  }
+  return nullptr;
 }
 
-// Otherwise the op is computed functionally, and marked to be from now on if
-// the functional kernel succeeds where the out kernel failed (an error both
-// raise is the caller's, e.g. an index out of range, and says nothing about
-// the out kernel).
+// Note [An out tensor the out kernel refused]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// When the out kernel throws, the op is computed functionally. If the
+// functional result fits the out tensors (same dtypes), the out kernel
+// failed on something of its own (scratch space of another shape, a resize
+// of device memory), and the op is marked to run functionally from now on.
+// If a result has another dtype than its out tensor, the out kernel refused
+// the caller's out tensor (mm.out with a double out for float inputs): that
+// is the caller's error, raised as the out kernel raised it, as on CPU, and
+// it says nothing about the out kernel. (Marking the op there once demoted
+// every later call of it, for the whole process, after one user error.)
 void OutOpTask::operator()() const {
   Stack s = cpuArgs(args, computeArgs, generatorArg, seed);
   const bool triedOut = !info->outVariantBroken.load(std::memory_order_relaxed);
-  if (triedOut && runOutKernel(s)) return;
+  std::exception_ptr outError;
+  if (triedOut) {
+    bool kept = false;
+    outError = runOutKernel(s, kept);
+    if (kept) return;
+  }
   computeOp.redispatchBoxed(kCpuKeys, &s);
+  for (size_t r = 0; outError && r < s.size(); ++r) {
+    const IValue& result = s[r];
+    if (result.isTensor() &&
+        result.toTensor().scalar_type() != args[computeArgs + r].toTensor().scalar_type()) {
+      std::rethrow_exception(outError);
+    }
+  }
   if (triedOut) info->outVariantBroken.store(true, std::memory_order_relaxed);
   for (size_t r = 0; r < s.size(); ++r) {
     copyResult(*info, op.schema().name().c_str(), kernelView(args[computeArgs + r].toTensor()),

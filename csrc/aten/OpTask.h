@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <vector>
 
@@ -83,7 +84,9 @@ struct OutOpTask {
   void operator()() const;
 
  private:
-  bool runOutKernel(const Stack& s) const;
+  // The out kernel's exception when it threw, else null. See Note [An out
+  // tensor the out kernel refused].
+  std::exception_ptr runOutKernel(const Stack& s, bool& kept) const;
 };
 
 // The task of any other op: its out= variant (outOp) straight into the fresh

@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "aten/OpLauncher.h"
+#include "aten/OpPlan.h"
 #include "core/ExternalStreams.h"
 #include "core/HostSync.h"
 #include "core/NPUCachingAllocator.h"
@@ -181,6 +182,17 @@ void initModule(py::module_& m) {
   m.def("_testing_kernel_threads", &kernelThreads);
   m.def("_testing_block_stream", &blockStream);
   m.def("_testing_release", &releaseGate);
+  // What the op path learnt about an op at run time (tests of the demotion
+  // rules: Note [An out tensor the out kernel refused]).
+  m.def("_testing_opPathState", [](const std::string& name, const std::string& overload) {
+    const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+    TORCH_CHECK(handle.has_value(), "no operator ", name, ".", overload, NPU_ERROR_SUFFIX);
+    const aten::detail::OpInfo& info = aten::detail::opInfo(*handle);
+    py::dict d;
+    d["out_variant_broken"] = info.outVariantBroken.load();
+    d["meta_untrusted"] = info.metaUntrusted.load();
+    return d;
+  });
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
   m.def("_npu_isInBadFork", [] { return inBadFork(); });
   m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
