@@ -1,6 +1,15 @@
 """``torch_npu.npu`` (also reachable as ``torch.npu``): devices, streams,
 events, memory and random numbers of the simulated NPU."""
 
+from . import amp
+from .autocast_utils import (
+    get_amp_supported_dtype,
+    get_autocast_dtype,
+    is_autocast_enabled,
+    is_bf16_supported,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -77,6 +86,9 @@ __all__ = [
     "Stream",
     "StreamContext",
     "SyncLaunchStream",
+    "amp",
+    "get_amp_supported_dtype",
+    "get_autocast_dtype",
     "get_external_stream_mode",
     "get_stream_limit",
     "get_sync_debug_mode",
@@ -84,10 +96,14 @@ __all__ = [
     "graph_task_group_end",
     "graph_task_update_begin",
     "graph_task_update_end",
+    "is_autocast_enabled",
+    "is_bf16_supported",
     "is_current_stream_capturing",
     "launch_callback",
     "npurt",
     "reset_stream_limit",
+    "set_autocast_dtype",
+    "set_autocast_enabled",
     "set_external_stream_mode",
     "set_stream_limit",
     "subscribe_report",
