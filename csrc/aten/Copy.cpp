@@ -16,6 +16,7 @@
 
 #include "aten/OpLauncher.h"
 #include "core/ExternalStreams.h"
+#include "core/HostSync.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUEvent.h"
 #include "core/NPUException.h"
@@ -83,8 +84,11 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
               dst.device(), NPU_ERROR_SUFFIX);
   const c10::DeviceGuard guard(npuSide.device());
   const NPUStream stream = getCurrentNPUStream(npuSide.device().index());
+  const bool blocking = !(non_blocking && isPinned(cpuSide));
+  // Note [Host syncs of the op path]: reported before anything is queued.
+  if (blocking) noteHostSync(isNpu(dst) ? "aten::copy_ (cpu to npu)" : "aten::copy_ (npu to cpu)");
   launchCopy(stream, dst, self);
-  if (non_blocking && isPinned(cpuSide)) {
+  if (!blocking) {
     NPUHostAllocator::recordEvent(cpuSide.storage().data(), stream);
     return dst;
   }
@@ -101,6 +105,7 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 // item(), tolist(), printing and `if tensor:` all end here: wait for the
 // current stream of the tensor's device, then read the memory.
 at::Scalar localScalarDense(const at::Tensor& self) {
+  noteHostSync("aten::_local_scalar_dense");
   const NPUStream stream = getCurrentNPUStream(self.device().index());
   waitForHostRead(stream);
   if (self.has_storage()) poison::raiseIfPoisoned(self.storage().unsafeGetStorageImpl(), "item()");

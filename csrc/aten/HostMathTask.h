@@ -39,7 +39,7 @@
 #include <utility>
 
 #include "aten/OpLauncher.h"
-#include "aten/TaskCapture.h"
+#include "aten/OpTask.h"
 #include "core/NPUException.h"
 #include "core/NPUStream.h"
 
@@ -79,20 +79,20 @@ void launchHostMath(const NPUStream& stream, const char* name, c10::ArrayRef<at:
   HostTensors capturedInputs;
   for (const at::Tensor& t : inputs) {
     access.read(t);
-    capturedInputs.push_back(t.defined() ? captureForTask(t, stream) : t);
+    capturedInputs.push_back(t.defined() ? detail::captureForTask(t, stream) : t);
   }
   HostTensors capturedOutputs;
   for (const at::Tensor& t : outputs) {
     access.write(t);
-    capturedOutputs.push_back(t.defined() ? captureForTask(t, stream) : t);
+    capturedOutputs.push_back(t.defined() ? detail::captureForTask(t, stream) : t);
   }
   launchKernel(stream, name, std::move(access),
                [name, in = std::move(capturedInputs), out = std::move(capturedOutputs),
                 compute = std::forward<F>(compute)]() {
                  HostTensors views;
-                 for (const at::Tensor& t : in) views.push_back(kernelView(t));
+                 for (const at::Tensor& t : in) views.push_back(detail::kernelView(t));
                  HostTensors outViews;
-                 for (const at::Tensor& t : out) outViews.push_back(kernelView(t));
+                 for (const at::Tensor& t : out) outViews.push_back(detail::kernelView(t));
                  detail::copyHostResults(name, outViews, compute(views));
                });
 }

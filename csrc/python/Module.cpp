@@ -20,7 +20,9 @@
 #include <unordered_map>
 
 #include "aten/OpLauncher.h"
+#include "aten/OpPlan.h"
 #include "core/ExternalStreams.h"
+#include "core/HostSync.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
@@ -180,6 +182,17 @@ void initModule(py::module_& m) {
   m.def("_testing_kernel_threads", &kernelThreads);
   m.def("_testing_block_stream", &blockStream);
   m.def("_testing_release", &releaseGate);
+  // What the op path learnt about an op at run time (tests of the demotion
+  // rules: Note [An out tensor the out kernel refused]).
+  m.def("_testing_opPathState", [](const std::string& name, const std::string& overload) {
+    const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+    TORCH_CHECK(handle.has_value(), "no operator ", name, ".", overload, NPU_ERROR_SUFFIX);
+    const aten::detail::OpInfo& info = aten::detail::opInfo(*handle);
+    py::dict d;
+    d["out_variant_broken"] = info.outVariantBroken.load();
+    d["meta_untrusted"] = info.metaUntrusted.load();
+    return d;
+  });
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
   m.def("_npu_isInBadFork", [] { return inBadFork(); });
   m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
@@ -254,6 +267,20 @@ void initModule(py::module_& m) {
         NPUCachingAllocator::emptyCache();
       },
       py::call_guard<py::gil_scoped_release>());
+  // Note [Host syncs of the op path].
+  m.def("_npu_set_sync_debug_mode", [](int64_t mode) {
+    TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode, expected one of 0,1,2",
+                NPU_ERROR_SUFFIX);
+    setSyncDebugMode(static_cast<SyncDebugMode>(mode));
+  });
+  m.def("_npu_get_sync_debug_mode", [] { return static_cast<int>(syncDebugMode()); });
+  m.def("_npu_hostSyncStats", [] {
+    const HostSyncStats st = hostSyncStats();
+    py::dict byOp;
+    for (const auto& [op, n] : st.byOp) byOp[py::str(op)] = n;
+    return py::make_tuple(st.total, byOp);
+  });
+  m.def("_npu_resetHostSyncStats", [] { resetHostSyncStats(); });
   m.def("_npu_hostMemoryStats", [] {
     const NPUHostAllocator::HostStats st = NPUHostAllocator::stats();
     py::dict d;

@@ -53,6 +53,37 @@ def test_metadata_cache_tells_wrapped_numbers_from_zero_dim_tensors():
 
 # --- poisoned tensors ---------------------------------------------------------
 
+def _op_path_state(name: str, overload: str) -> dict:
+    return torch_npu._C._testing_opPathState(name, overload)
+
+
+def test_an_out_tensor_of_an_impossible_dtype_is_refused_at_the_call():
+    a = torch.ones(2, 3, device="npu")
+    bad = torch.empty(2, 3, dtype=torch.int64, device="npu")
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        torch.add(a, a, out=bad)
+    torch.npu.synchronize()  # nothing was queued: no failure left on the stream
+    assert _op_path_state("aten::add", "out") == {"out_variant_broken": False, "meta_untrusted": False}
+
+
+def test_a_user_error_in_an_out_kernel_does_not_demote_the_op():
+    # mm.out refuses an out tensor whose dtype is not the inputs' (as on CPU).
+    # That is the caller's error: it is reported, with CPU's text, and later
+    # calls still run the out kernel asynchronously. (It once marked mm.out
+    # broken, and made mm synchronous, for the rest of the process.)
+    a = torch.ones(2, 3, device="npu")
+    b = torch.ones(3, 4, device="npu")
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype float, but got double instead"):
+        torch.mm(a, b, out=torch.empty(2, 4, dtype=torch.float64, device="npu"))
+        torch.npu.synchronize()
+    assert _op_path_state("aten::mm", "out") == {"out_variant_broken": False, "meta_untrusted": False}
+    torch_npu.npu.reset_host_sync_stats()
+    out = torch.empty(2, 4, device="npu")
+    torch.mm(a, b, out=out)
+    assert torch_npu.npu.host_sync_count() == 0
+    assert out.cpu().tolist() == [[3.0] * 4] * 2
+
+
 def test_outputs_of_work_discarded_after_a_failure_raise_the_original_error():
     x = torch.arange(5.0, device="npu")
     bad = _bad_index_select(x)

@@ -21,15 +21,20 @@ __all__ = [
     "get_device_properties",
     "get_external_stream_mode",
     "get_stream_limit",
+    "get_sync_debug_mode",
+    "host_sync_count",
+    "host_sync_stats",
     "is_available",
     "is_current_stream_capturing",
     "is_initialized",
     "npurt",
+    "reset_host_sync_stats",
     "reset_stream_limit",
     "set_device",
     "set_external_stream_mode",
     "set_stream",
     "set_stream_limit",
+    "set_sync_debug_mode",
     "stream",
     "synchronize",
 ]
@@ -361,3 +366,65 @@ def set_external_stream_mode(mode):  # type: (str) -> None
 def get_external_stream_mode():  # type: () -> str
     r"""The current external-stream mode, ``'compat'`` or ``'full'``."""
     return _C._npu_getExternalStreamMode()
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: Union[int, str]) -> None:
+    r"""Sets the debug mode for synchronizing npu operations.
+
+    A synchronizing operation is one where the host waits for the device on
+    behalf of an op: a host read (``item()``, ``tolist()``, a blocking copy
+    to or from the host) or an op whose output shape depends on the data
+    (``nonzero``, ``unique``, ``masked_select``, ...). Explicit
+    synchronizes (:func:`synchronize`, ``Stream.synchronize()``) are not
+    reported. See docs/ARCHITECTURE.md, "Host syncs".
+
+    Args:
+        debug_mode (str or int): ``"default"`` or 0: count only;
+            ``"warn"`` or 1: warn on every synchronizing operation;
+            ``"error"`` or 2: raise ``RuntimeError`` before the operation
+            queues anything.
+    """
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError(
+                "invalid value of debug_mode, expected one of `default`, `warn`, `error`, "
+                f"got {debug_mode!r}"
+            )
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    if isinstance(debug_mode, bool) or not isinstance(debug_mode, int):
+        raise TypeError(
+            f"debug_mode must be an int or a str, got {type(debug_mode).__name__}"
+        )
+    _C._npu_set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    r"""Returns the current sync debug mode: 0 (default), 1 (warn) or 2 (error)."""
+    return int(_C._npu_get_sync_debug_mode())
+
+
+def host_sync_count() -> int:
+    r"""Number of host syncs the op path made since start or the last reset.
+
+    Counts whatever the sync debug mode is; see :func:`set_sync_debug_mode`
+    for what counts as a host sync.
+    """
+    return int(_C._npu_hostSyncStats()[0])
+
+
+def host_sync_stats() -> Dict[str, int]:
+    r"""Host syncs of the op path per op name, e.g. ``{"aten::nonzero": 2}``.
+
+    Blocking copies appear as ``"aten::copy_ (npu to cpu)"`` and
+    ``"aten::copy_ (cpu to npu)"``, host reads of one value as
+    ``"aten::_local_scalar_dense"``.
+    """
+    return dict(_C._npu_hostSyncStats()[1])
+
+
+def reset_host_sync_stats() -> None:
+    r"""Resets the counts of :func:`host_sync_count` and :func:`host_sync_stats`."""
+    _C._npu_resetHostSyncStats()

@@ -12,6 +12,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <random>
@@ -24,6 +25,7 @@
 #include "core/NPUStream.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.hpp"
+#include "test_launch.h"
 
 namespace {
 
@@ -338,6 +340,48 @@ TEST_F(AllocatorTest, ConcurrentAllocateRecordFreeKeepsStatsConsistent) {
   EXPECT_EQ(s.active_blocks, before.active_blocks);
   EXPECT_EQ(s.cached_blocks, 0);
   EXPECT_EQ(s.reserved_bytes, before.reserved_bytes);
+}
+
+// Regression: the out-of-memory retry must see pending blocks (freed with
+// record_stream) that another thread's allocation has taken out of the
+// pending list to query their events. It once found the list empty and
+// raised a spurious out-of-memory error. Needs a small device (ctest runs it
+// with NPU_SIM_MEMORY_MB=64): two big blocks do not fit at once. The other
+// stream's work is a task that takes 20 ms of device time, so the retry has
+// to wait for it while the other thread keeps polling the pending list; the
+// outcome does not depend on timing, only how often the old race would hit.
+TEST(AllocatorRaceTest, OutOfMemoryRetrySeesPendingBlocksOtherThreadsHold) {
+  size_t free = 0;
+  size_t total = 0;
+  npurt::check(npuSetDevice(kDevice));
+  npurt::check(npuMemGetInfo(&free, &total));
+  if (total > (size_t{64} << 20)) GTEST_SKIP() << "needs NPU_SIM_MEMORY_MB=64";
+  constexpr size_t kBig = size_t{40} << 20;
+  const NPUStream side = c10_npu::getStreamFromPool(false, kDevice);
+  std::atomic<bool> stop{false};
+  std::thread poller([&] {
+    npurt::check(npuSetDevice(kDevice));
+    while (!stop.load()) c10::DataPtr small = alloc::allocate(512, kDevice);
+  });
+  constexpr int kRounds = 10;
+  int succeeded = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    npu_core_test::launch(side, [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+    c10::DataPtr first = alloc::allocate(kBig, kDevice);
+    alloc::recordStream(first, side);
+    first.clear();  // pending until the side stream's task has run
+    try {
+      c10::DataPtr second = alloc::allocate(kBig, kDevice);
+      ++succeeded;
+    } catch (const c10::OutOfMemoryError& e) {
+      ADD_FAILURE() << "round " << round << ": " << e.what_without_backtrace();
+    }
+  }
+  stop = true;
+  poller.join();
+  EXPECT_EQ(succeeded, kRounds);
+  c10_npu::device_synchronize(kDevice);
+  alloc::emptyCache();
 }
 
 TEST(HostAllocatorTest, PinnedBlockReusedOnlyAfterEventCompleted) {
