@@ -26,7 +26,9 @@ class GraphExec::NodeTask final : public Task {
     }
     return 0;  // the lane never fails: the join reports it (exec.h)
   }
-  // Only an injected fault gets here (the lane fails then): skip the rest.
+  // Discarded behind a failure of its stream (an injected fault in a node,
+  // or, on lane 0, any failure of the launch stream): the nodes not started
+  // yet are skipped. The stream's own failure is the one reported.
   void discard() noexcept override { exec_.failed_.store(true, std::memory_order_release); }
   void dispose() noexcept override {}
 
@@ -146,14 +148,17 @@ GraphExec::~GraphExec() {
   // Every launch has finished (each held a reference). Lanes are dropped
   // from the device's list at its next prune (not here: this may run inside
   // a shutdown that holds that list's mutex).
-  for (const std::shared_ptr<Stream>& lane : lanes_) lane->markDestroyed();
+  for (const std::shared_ptr<Stream>& lane : lanes_) {
+    if (lane != nullptr) lane->markDestroyed();
+  }
 }
 
 void GraphExec::createLanes(Runtime& rt) {
   Device& device = rt.device(device_);
   device.executor().start();  // Note [Executor thread start]
   const auto count = laneOf_.empty() ? 0 : *std::max_element(laneOf_.begin(), laneOf_.end()) + 1;
-  for (uint32_t i = 0; i < count; ++i) {
+  if (count > 0) lanes_.push_back(nullptr);  // lane 0 is the launch stream
+  for (uint32_t i = 1; i < count; ++i) {
     // An id no handle will ever carry: lanes are internal.
     auto lane = std::make_shared<Stream>(rt.streams.newId(), device_, npuStreamNonBlocking,
                                          kLeastPriority, device.executor());
@@ -218,13 +223,13 @@ void GraphExec::launch(Runtime& rt, Stream& stream) {
     waitOn(rt, stream, lastEnd_);
   }
   submit(rt, stream, makeTask<StartTask>(self, launches_++));
-  if (!lanes_.empty()) {
+  if (lanes_.size() > 1) {
     const std::shared_ptr<EventVersion> start = recordOn(rt, stream);
-    for (const std::shared_ptr<Stream>& lane : lanes_) waitOn(rt, *lane, start);
+    for (size_t i = 1; i < lanes_.size(); ++i) waitOn(rt, *lanes_[i], start);
   }
   std::vector<std::shared_ptr<EventVersion>> versions(slots_);
   for (const Step& step : steps_) {
-    Stream& lane = *lanes_[step.lane];
+    Stream& lane = step.lane == 0 ? stream : *lanes_[step.lane];
     switch (step.kind) {
       case Step::Kind::kNode:
         submit(rt, lane, InlineTask::heap(nodeTasks_[step.index].get()));  // persistent
@@ -239,9 +244,9 @@ void GraphExec::launch(Runtime& rt, Stream& stream) {
   }
   std::vector<std::shared_ptr<EventVersion>> ends;
   ends.reserve(lanes_.size());
-  for (const std::shared_ptr<Stream>& lane : lanes_) {
-    submit(rt, *lane, makeTask<LaneEndTask>(self));
-    ends.push_back(recordOn(rt, *lane));
+  for (size_t i = 1; i < lanes_.size(); ++i) {
+    submit(rt, *lanes_[i], makeTask<LaneEndTask>(self));
+    ends.push_back(recordOn(rt, *lanes_[i]));
   }
   for (std::shared_ptr<EventVersion>& end : ends) waitOn(rt, stream, std::move(end));
   submit(rt, stream, makeTask<JoinTask>(self));
@@ -272,6 +277,7 @@ void GraphExec::startLaunch(uint64_t sequence) noexcept {
   }
   skip_ = false;
   std::lock_guard<std::mutex> lock(failureMutex_);
+  nodeFailed_ = false;
   failedName_.clear();
   failedMessage_.clear();
   failed_.store(false, std::memory_order_release);
@@ -280,6 +286,7 @@ void GraphExec::startLaunch(uint64_t sequence) noexcept {
 void GraphExec::noteFailure(const char* name, const char* message) noexcept {
   std::lock_guard<std::mutex> lock(failureMutex_);
   if (failed_.load(std::memory_order_relaxed)) return;  // the first failure wins
+  nodeFailed_ = true;
   try {
     failedName_ = name;
     failedMessage_ = message[0] != '\0' ? message : "(no message)";
@@ -292,31 +299,34 @@ void GraphExec::noteFailure(const char* name, const char* message) noexcept {
 }
 
 bool GraphExec::takeFailure(std::string& name, std::string& message) noexcept {
-  // A fault injected into a node fails its lane (exec.h): take it, so the
-  // lane is clean for the next launch, and report it through the join.
+  // A fault injected into a node of lane i > 0 fails that internal stream
+  // (exec.h): take it, so the lane is clean for the next launch, and report
+  // it through the join. One injected into lane 0 failed the launch stream
+  // itself, which reports it: nothing to add here.
   std::string laneMessage;
-  for (const std::shared_ptr<Stream>& lane : lanes_) {
+  for (size_t i = 1; i < lanes_.size(); ++i) {
     std::string text;
     try {
-      if (lane->takeFailure(text) && laneMessage.empty()) laneMessage = std::move(text);
+      if (lanes_[i]->takeFailure(text) && laneMessage.empty()) laneMessage = std::move(text);
     } catch (...) {
       laneMessage = "a graph node failed";
     }
   }
   std::lock_guard<std::mutex> lock(failureMutex_);
-  const bool failed = failed_.load(std::memory_order_relaxed) || !laneMessage.empty();
+  const bool failed = nodeFailed_ || !laneMessage.empty();
   try {
-    if (failed && !failedMessage_.empty()) {
-      name = failedName_;
-      message = failedMessage_;
+    if (nodeFailed_) {
+      name = failedName_.empty() ? "npuGraphLaunch" : failedName_;
+      message = failedMessage_.empty() ? "a graph node failed" : failedMessage_;
     } else if (failed) {
       name = "npuGraphLaunch";
-      message = laneMessage.empty() ? "a graph node failed" : laneMessage;
+      message = laneMessage;
     }
   } catch (...) {
     name.clear();
     message.clear();
   }
+  nodeFailed_ = false;
   failedName_.clear();
   failedMessage_.clear();
   failed_.store(false, std::memory_order_relaxed);

@@ -2,32 +2,34 @@
 // See Note [Graph launch] in csrc/npurt/README.md.
 //
 // Instantiation splits the graph's nodes into *lanes*: chains of nodes that
-// run one after another on one internal stream of the device (never visible
-// as a handle). A node goes on the lane of a dependency whose last node it
-// is, else on a new lane, at most one lane per executor core (then on the
-// lane that has been idle longest in the plan); a dependency across lanes
-// becomes an event record after the dependency and a wait before the node.
-// The plan (`steps_`) lists these in the graph's topological order, so every
-// wait refers to a record enqueued before it: a launch cannot deadlock.
+// run one after another on one stream. Lane 0 is the launch stream itself
+// (a chain-shaped graph then needs no event at all); lanes 1.. are internal
+// streams of the device (never visible as a handle). A node goes on the lane of a dependency whose
+// last node it is, else on a new lane, at most one lane per executor core (then on the lane that
+// has been idle longest in the plan); a dependency across lanes becomes an event record after the
+// dependency and a wait before the node. The plan (`steps_`) lists these in the graph's topological
+// order, so every wait refers to a record enqueued before it: a launch cannot deadlock.
 //
 // A launch on stream S enqueues:
-//   S:     [wait for the previous launch's end] start, record(start)
-//   lanes: wait(start), the plan's nodes, records and waits, lane end,
-//          record(end_i)
-//   S:     wait(end_i) for every lane, join, record(launch end)
+//   S:         [wait for the previous launch's end] start, record(start)
+//   S (lane 0) and lanes 1..: [lanes: wait(start)] the plan's nodes, records
+//              and waits, [lanes: lane end, record(end_i)]
+//   S:         wait(end_i) for every lane i > 0, join, record(launch end)
 // so nodes start after S's earlier work, lanes run concurrently on the
 // executors (a waiting lane is parked and holds no core), and S's later work
 // waits for the join. Launches of one exec never overlap: a launch's lanes
 // start after the previous launch's end. Node tasks are persistent
 // (one per node, made at instantiation, never freed by the executor), so a
-// launch of an n-node graph enqueues n + 3 * lanes + 5 tasks (plus a record
-// and a wait per edge across lanes).
+// launch of an n-node chain enqueues n + 3 tasks; each further lane adds 5
+// and each edge across lanes a record and a wait.
 //
-// Failure: a node never fails its lane. Its failure (or a fault injected
-// into it, which the executor reports on the lane) is kept in the exec;
+// Failure: a node never fails its lane. Its failure is kept in the exec;
 // nodes not yet started are skipped; the join task then fails on S with the
 // node's name and message, so S reports it per Note [Task failure rule]. A
-// launch whose start is discarded (S holds a failure) skips every node.
+// fault injected into a node fails its stream like any task's: on lane 0
+// that is S, which reports it; on another lane the join takes it from the
+// lane and reports it. A launch whose start is discarded (S holds a failure)
+// skips every node.
 //
 // Thread safety: launch() and updateGroup() are thread-safe. Start, node
 // and join tasks run on executors in the order the events impose, which is
@@ -70,8 +72,6 @@ class GraphExec : public std::enable_shared_from_this<GraphExec> {
   // next launch's start task. Returns the status (message set).
   npuError_t updateGroup(npuTaskGroup_t group, const npuTask* tasks, size_t count, const char* fn);
 
-  size_t laneCount() const noexcept { return lanes_.size(); }
-
   // For the tasks of a launch (exec.cpp).
   class NodeTask;
   class StartTask;
@@ -104,7 +104,7 @@ class GraphExec : public std::enable_shared_from_this<GraphExec> {
   std::vector<uint32_t> laneOf_;
   std::vector<Step> steps_;
   uint32_t slots_ = 0;
-  std::vector<std::shared_ptr<Stream>> lanes_;
+  std::vector<std::shared_ptr<Stream>> lanes_;  // [0] null: the launch stream
   const TaskGroups groups_;
 
   std::mutex launchMutex_;  // serialises launch(); guards the three below
@@ -124,7 +124,8 @@ class GraphExec : public std::enable_shared_from_this<GraphExec> {
   // Per launch, ordered by the launch's events (see the class comment).
   bool skip_ = false;
   std::atomic<bool> failed_{false};
-  std::mutex failureMutex_;  // guards failedName_, failedMessage_
+  std::mutex failureMutex_;  // guards the three below
+  bool nodeFailed_ = false;  // a node's run failed (noteFailure)
   std::string failedName_;
   std::string failedMessage_;
 };
