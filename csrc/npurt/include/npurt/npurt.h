@@ -17,18 +17,20 @@
  *  - Device memory is host memory, allocated on demand; the per-device
  *    capacity NPU_SIM_MEMORY_MB (default 8192) is enforced.
  *
- * Handles (npuStream_t, npuEvent_t) are opaque 64-bit identifiers that are
- * never reused within a process. Every call validates them: a NULL, garbage
- * or destroyed handle yields npuErrorInvalidResourceHandle, never a crash.
+ * Handles (npuStream_t, npuEvent_t, npuGraph_t, npuGraphExec_t) are opaque
+ * 64-bit identifiers that are never reused within a process. Every call
+ * validates them: a NULL, garbage or destroyed handle yields
+ * npuErrorInvalidResourceHandle, never a crash.
  *
  * Error rule: every function returns an npuError_t. A failing call also
  * stores a human-readable message, retrievable on the same thread with
  * npuGetLastErrorMessage(). No function throws or aborts.
  *
  * Process exit (Note [Shutdown order]): once the runtime's atexit hook has
- * begun, npuFree, npuFreeHost, npuHostUnregister, npuEventDestroy and
- * npuStreamDestroy do nothing and return npuSuccess (so static destructors
- * may free); every other call returns npuErrorRuntimeShutdown.
+ * begun, npuFree, npuFreeHost, npuHostUnregister, npuEventDestroy,
+ * npuStreamDestroy, npuGraphDestroy and npuGraphExecDestroy do nothing and
+ * return npuSuccess (so static destructors may free); every other call
+ * returns npuErrorRuntimeShutdown.
  *
  * Thread safety: unless a function says otherwise, it may be called from any
  * number of host threads at once.
