@@ -2,6 +2,7 @@
 #include <string>
 
 #include "api_common.h"
+#include "graph/capture.h"
 
 using namespace npurt::internal;
 
@@ -9,10 +10,21 @@ namespace {
 
 constexpr unsigned kKnownEventFlags = npuEventBlockingSync | npuEventDisableTiming;
 
+// Note [Stream capture]: an event last recorded in a capture has no version
+// to query, synchronize or time.
+npuError_t refuseCaptured(const char* fn, const Event& event) {
+  const std::shared_ptr<const CapturedRecord> record = event.captured();
+  if (record == nullptr) return npuSuccess;
+  return fail(npuErrorCapturedEvent, fn,
+              "event " + std::to_string(event.id()) + " was last recorded in capture " +
+                  std::to_string(record->captureId) + "; record it outside a capture first");
+}
+
 // Shared checks of ElapsedTime and GetTimestamp: timing enabled, recorded,
 // complete. On success `version` is the completed latest version.
 npuError_t completedTimedVersion(const char* fn, const Event& event,
                                  std::shared_ptr<EventVersion>& version) {
+  if (const npuError_t s = refuseCaptured(fn, event); s != npuSuccess) return s;
   if (event.timingDisabled()) {
     return fail(npuErrorTimingDisabled, fn,
                 "event " + std::to_string(event.id()) + " was created with npuEventDisableTiming");
@@ -26,6 +38,19 @@ npuError_t completedTimedVersion(const char* fn, const Event& event,
     return fail(npuErrorNotReady, fn,
                 "event " + std::to_string(event.id()) + " has not completed yet");
   }
+  return npuSuccess;
+}
+
+npuError_t completeDeferred(Runtime& rt, npuDeferredRecord_t handle, const char* fn) {
+  const std::shared_ptr<EventRecordTask> task =
+      rt.deferredRecords.erase(rt.deferredRecords.toId(handleBits(handle)));
+  if (task == nullptr) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "invalid or already completed deferred record %p",
+                  static_cast<void*>(handle));
+    return fail(npuErrorInvalidResourceHandle, fn, buf);
+  }
+  task->discard();  // stamps and completes the version: parked streams resume
   return npuSuccess;
 }
 
@@ -58,6 +83,11 @@ npuError_t npuEventRecord(npuEvent_t eventHandle, npuStream_t streamHandle) {
     if (event == nullptr) return invalidEvent(kFn, eventHandle);
     Stream* stream = findStreamCached(rt, streamHandle);
     if (stream == nullptr) return invalidStream(kFn, streamHandle);
+    if (stream->capturing()) [[unlikely]] {
+      // Recorded into the capture: an edge for the streams that wait on it.
+      const CaptureOutcome outcome = captureRecord(*stream, *event, kFn);
+      if (outcome.handled) return outcome.status;
+    }
     // The new version is the latest from here on, before it is even queued:
     // a wait issued after this call returns binds to it.
     const std::shared_ptr<EventRecordTask> task = event->newVersion(*stream);
@@ -83,6 +113,9 @@ npuError_t npuEventQuery(npuEvent_t eventHandle) {
   return guarded(kFn, [&](Runtime& rt) {
     const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
     if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    if (event->maybeCaptured()) [[unlikely]] {
+      if (const npuError_t s = refuseCaptured(kFn, *event); s != npuSuccess) return s;
+    }
     const std::shared_ptr<EventVersion> version = event->latest();
     if (version != nullptr && !version->done()) {
       return fail(npuErrorNotReady, kFn, "the latest record has not completed");
@@ -96,6 +129,9 @@ npuError_t npuEventSynchronize(npuEvent_t eventHandle) {
   return guarded(kFn, [&](Runtime& rt) {
     const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
     if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    if (event->maybeCaptured()) [[unlikely]] {
+      if (const npuError_t s = refuseCaptured(kFn, *event); s != npuSuccess) return s;
+    }
     if (const std::shared_ptr<EventVersion> version = event->latest()) version->waitHost();
     return npuSuccess;
   });
@@ -166,6 +202,41 @@ npuError_t npuEventDestroy(npuEvent_t eventHandle) {
     }
     return npuSuccess;
   });
+}
+
+npuError_t npuEventRecordDeferred(npuEvent_t eventHandle, npuDeferredRecord_t* record) {
+  constexpr const char* kFn = "npuEventRecordDeferred";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (record == nullptr) return nullArgument(kFn, "record");
+    const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
+    if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    const uint64_t id = rt.deferredRecords.newId();
+    const std::shared_ptr<EventRecordTask> task =
+        event->newDeferredVersion(Runtime::currentDevice());
+    try {
+      rt.deferredRecords.insert(id, task);
+    } catch (...) {
+      task->discard();  // already the latest version: complete it, nobody owns it
+      throw;
+    }
+    *record = reinterpret_cast<npuDeferredRecord_t>(
+        static_cast<uintptr_t>(rt.deferredRecords.toHandle(id)));
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventCompleteDeferred(npuDeferredRecord_t handle) {
+  constexpr const char* kFn = "npuEventCompleteDeferred";
+  try {
+    // Also during exit (where guarded() refuses every call): a task
+    // discarded by the shutdown may complete a version in its release, and
+    // a host thread may still wait for it.
+    Runtime& rt = Runtime::instance();
+    if (rt.shutDown()) return completeDeferred(rt, handle, kFn);
+  } catch (...) {
+    // The runtime could not be built: guarded() reports it.
+  }
+  return guarded(kFn, [&](Runtime& rt) { return completeDeferred(rt, handle, kFn); });
 }
 
 }  // extern "C"
