@@ -1,10 +1,10 @@
 // C++ meta kernels for common ops that PyTorch gives a Python Meta kernel
 // only (no at::meta:: function): relu, abs, where, the var/std family,
 // native_batch_norm in training (which layer_norm runs on backends without a
-// kernel of their own) and mse_loss_backward. Each computes the metadata of the op's CPU kernel's
-// result; an argument it does not handle raises, which sends the call to
-// the synchronous path, where the CPU kernel decides. See Note [C++ meta
-// kernels] in MetaFunctions.h.
+// kernel of their own), index_select and embedding_dense_backward (an
+// embedding's forward and backward) and mse_loss_backward. Each computes the metadata of the op's
+// CPU kernel's result; an argument it does not handle raises, which sends the call to the
+// synchronous path, where the CPU kernel decides. See Note [C++ meta kernels] in MetaFunctions.h.
 #include <ATen/ExpandUtils.h>
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
@@ -115,6 +115,27 @@ std::tuple<at::Tensor, at::Tensor> varMean(const at::Tensor& self, at::OptionalI
   return {variance, at::empty(variance.sizes(), self.options())};
 }
 
+// The input's shape with `dim` sized as the index (contiguous, like the CPU
+// kernel's resized output). Index values are data: the CPU kernel checks them.
+at::Tensor indexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  TORCH_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim() > 0) shape[at::maybe_wrap_dim(dim, self.dim())] = index.numel();
+  return at::empty(shape, self.options());
+}
+
+// [num_weights, embedding size] in the gradient's dtype, as the CPU kernel
+// allocates it.
+at::Tensor embeddingDenseBackward(const at::Tensor& gradOutput, const at::Tensor& /*indices*/,
+                                  int64_t numWeights, int64_t /*paddingIdx*/,
+                                  bool /*scaleGradByFreq*/) {
+  TORCH_CHECK(gradOutput.dim() >= 1, "embedding_dense_backward: a 0-dim gradient is left to ",
+              "the CPU kernel");
+  return at::empty({numWeights, gradOutput.size(-1)}, gradOutput.options());
+}
+
 bool fitsChannels(const std::optional<at::Tensor>& t, int64_t channels) {
   return !t.has_value() || !t->defined() || (t->numel() == channels && t->is_contiguous());
 }
@@ -184,6 +205,10 @@ const MetaFunctionEntry kHandwrittenMetaFunctions[] = {
         const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
         const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, bool, double, double)>(
         "native_batch_norm", &nativeBatchNorm),
+    metaFunction<at::Tensor(const at::Tensor&, int64_t, const at::Tensor&)>("index_select",
+                                                                            &indexSelect),
+    metaFunction<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool)>(
+        "embedding_dense_backward", &embeddingDenseBackward),
 };
 
 const size_t kNumHandwrittenMetaFunctions =

@@ -39,6 +39,7 @@ y.abs(); y.exp(); torch.cat([y, y])
 F.mse_loss(y.clone().requires_grad_(), torch.zeros(3, 4, device="npu")).backward()
 y.view(12).reshape(4, 3).t().transpose(0, 1).permute(1, 0).unsqueeze(0).squeeze(0)
 y.expand(2, 3, 4)[0, 1:3].select(0, 1).as_strided((2,), (1,))
+emb = torch.nn.Embedding(10, 4).npu(); emb(torch.tensor([[1, 2], [3, 1]], device="npu")).sum().backward()
 y.zero_(); y.fill_(2); y.add_(1); y.mul_(y); y.relu_()
 torch.npu.synchronize()
 print(sorted(m for m in %r if m in sys.modules))
@@ -86,6 +87,9 @@ cases = {
     "softmax_t": lambda d: d(a).t().softmax(0),
     "cat": lambda d: torch.cat([d(a), d(a)], 1),
     "sigmoid_int": lambda d: torch.sigmoid(d(i)),
+    "index_select": lambda d: d(a).t().index_select(1, d(torch.tensor([3, 0, 3]))),
+    "index_select_0d": lambda d: d(torch.tensor(2.0)).index_select(0, d(torch.tensor([0]))),
+    "embedding_backward": lambda d: torch.ops.aten.embedding_dense_backward(d(a), d(torch.tensor([1, 2, 1, 0])), 7, -1, False),
     "batch_norm": lambda d: F.batch_norm(d(a), None, None, training=True),
     "batch_norm_mean": lambda d: torch.native_batch_norm(d(a), d(torch.ones(6)), None, None, None, True, 0.1, 1e-5)[1],
     "batch_norm_3d": lambda d: torch.native_batch_norm(d(a.reshape(2, 3, 4)), None, None, d(torch.zeros(3)), d(torch.ones(3)), True, 0.1, 1e-5)[2],
