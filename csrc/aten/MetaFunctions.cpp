@@ -34,10 +34,15 @@ const Index& index() {
   return *built;
 }
 
+// NPU_CPP_META: unset or 1 (use them), 0 (do not). Read at the first op; a
+// bad value raises there, and again at every op.
 bool enabled() {
   static const bool on = [] {
     const char* env = std::getenv("NPU_CPP_META");
-    return env == nullptr || std::string_view(env) != "0";
+    const std::string_view value = env == nullptr ? "1" : env;
+    TORCH_CHECK(value == "0" || value == "1", "NPU_CPP_META should be 0 or 1, but got '", value,
+                "'");
+    return value == "1";
   }();
   return on;
 }
