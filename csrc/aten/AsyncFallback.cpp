@@ -254,13 +254,14 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
 // its output metadata from the meta kernel of its functional counterpart and
 // resizes `out` on the host up front, as the real kernel would. Its task then
 // runs the out kernel straight into the device memory (no copy), and trusts
-// the result only if the kernel neither threw nor reshaped an output alias;
-// otherwise the op is marked (OpInfo::outVariantBroken) and computed by the
-// functional kernel plus a copy, now and from then on. (A kernel that fails
-// after writing into an out tensor that is also one of its inputs would leave
-// that input changed; no ATen out kernel is known to do this.) PyTorch's
-// functional wrappers route many functional calls through out= variants on
-// new backends, so this path is hot.
+// the result only if the kernel neither threw nor reshaped an output alias
+// (its warnings are held back until then: Note [Warnings of abandoned out=
+// attempts]); otherwise the op is marked (OpInfo::outVariantBroken) and
+// computed by the functional kernel plus a copy, now and from then on. (A
+// kernel that fails after writing into an out tensor that is also one of its
+// inputs would leave that input changed; no ATen out kernel is known to do
+// this.) PyTorch's functional wrappers route many functional calls through
+// out= variants on new backends, so this path is hot.
 
 // All overload names of each operator name, indexed once.
 const std::vector<c10::OperatorName>& overloadsOf(const std::string& name) {
@@ -559,6 +560,50 @@ bool sameAlias(const at::Tensor& out, const at::Tensor& expected) {
          out.storage_offset() == expected.storage_offset() &&
          out.storage().data() == expected.storage().data() &&
          out.scalar_type() == expected.scalar_type();
+}
+
+// Note [Warnings of abandoned out= attempts]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Trying an op's out= kernel before its functional one is our choice, not
+// the program's: when the attempt is abandoned (it threw, or it reshaped an
+// output), nothing it did may be visible, and that includes its warnings.
+// mse_loss.out with a reduction resizes its 0-dim output to the input's
+// shape before it fails, and printed PyTorch's "An output with one or more
+// elements was resized" warning at the first mse_loss of every process,
+// although the program never passed an out tensor. So the attempt runs with
+// its warnings held back, and they are raised only if its result is kept.
+// (A TORCH_WARN_ONCE of an abandoned attempt is spent without being shown;
+// the functional kernel that runs instead does not raise it again.)
+class HeldWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override { held_.push_back(warning); }
+
+  // Raises the held warnings through the handler that was current before.
+  void release() {
+    for (const c10::Warning& w : held_) c10::warn(w);
+    held_.clear();
+  }
+
+ private:
+  std::vector<c10::Warning> held_;
+};
+
+// Runs `attempt` (true: its result is kept) with its warnings held back;
+// an exception counts as false. See Note [Warnings of abandoned out= attempts].
+template <typename F>
+bool attemptOutKernel(const F& attempt) {
+  HeldWarnings held;
+  bool kept = false;
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&held);
+    try {
+      kept = attempt();
+    } catch (const std::exception&) {
+      kept = false;
+    }
+  }
+  if (kept) held.release();
+  return kept;
 }
 
 void copyResult(const OpInfo& info, const char* opName, const at::Tensor& out,
@@ -952,18 +997,15 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
               outs.push_back(outAlias(args[i].toTensor()));
               withOut.emplace_back(outs.back());
             }
-            bool ok = false;
-            try {
+            const bool kept = attemptOutKernel([&] {
               op.redispatchBoxed(kCpuKeys, &withOut);
-              ok = true;
               // See Note [Outputs are checked against their metadata].
-              for (size_t i = 0; i < outs.size() && ok; ++i) {
-                ok = sameAlias(outs[i], args[computeArgs + i].toTensor());
+              for (size_t i = 0; i < outs.size(); ++i) {
+                if (!sameAlias(outs[i], args[computeArgs + i].toTensor())) return false;
               }
-            } catch (const std::exception&) {
-              ok = false;
-            }
-            if (ok) return;
+              return true;
+            });
+            if (kept) return;
             outFailed = true;
           }
           computeOp.redispatchBoxed(kCpuKeys, &s);
@@ -994,16 +1036,15 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
                      outs.push_back(outAlias(f));
                      withOut.emplace_back(outs.back());
                    }
-                   try {
+                   const bool kept = attemptOutKernel([&] {
                      outOp->redispatchBoxed(kCpuKeys, &withOut);
                      // See Note [Outputs are checked against their metadata].
-                     bool ok = true;
-                     for (size_t i = 0; i < outs.size() && ok; ++i) {
-                       ok = sameAlias(outs[i], fresh[i]);
+                     for (size_t i = 0; i < outs.size(); ++i) {
+                       if (!sameAlias(outs[i], fresh[i])) return false;
                      }
-                     if (ok) return;
-                   } catch (const std::exception&) {
-                   }
+                     return true;
+                   });
+                   if (kept) return;
                    // Fall through to the functional op; see outVariantBroken.
                    outFailed = true;
                  }
