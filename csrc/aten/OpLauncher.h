@@ -12,7 +12,7 @@
 // tensor over the same bytes — cpuAlias — is the kernel's view of it). A task
 // captures everything it needs (tensors, as non-owning aliases where stream
 // order makes that safe — Note [Task captures and memory reuse] in
-// AsyncFallback.cpp — and by value otherwise; generator seeds; options) and
+// OpTask.cpp — and by value otherwise; generator seeds; options) and
 // never reads the calling thread's thread-local state.
 #pragma once
 

@@ -57,7 +57,7 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream);
 
 // True if `ptr` is a live block of this allocator allocated on `stream`: a
 // task queued on `stream` may then use the memory without holding it (see
-// Note [Task captures and memory reuse] in csrc/aten/AsyncFallback.cpp).
+// Note [Task captures and memory reuse] in csrc/aten/OpTask.cpp).
 // False for other streams and for memory this allocator did not hand out.
 // Thread-safe; the caller keeps `ptr` alive during the call.
 bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream);

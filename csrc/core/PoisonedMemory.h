@@ -24,7 +24,7 @@
 // Marks belong to storages (StorageImpl), not to memory blocks, and live in
 // stream order: a storage the program dropped may still be written and read
 // by tasks queued before the drop (Note [Task captures and memory reuse] in
-// csrc/aten/AsyncFallback.cpp), so its mark must outlive it, while the block
+// csrc/aten/OpTask.cpp), so its mark must outlive it, while the block
 // behind it may already back a new tensor, which must not inherit the mark.
 // Tasks hold weak references to the storages they access, so a storage's
 // address is never reused while a task or a mark may still name it; a mark is

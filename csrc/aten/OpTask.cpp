@@ -1,0 +1,267 @@
+// The task of an op: captures, CPU arguments and the body; see OpTask.h.
+#include "aten/OpTask.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+
+#include <exception>
+#include <vector>
+
+#include "core/NPUCachingAllocator.h"
+#include "core/NPUException.h"
+#include "core/NPUGenerator.h"
+
+namespace c10_npu::aten::detail {
+namespace {
+
+// Note [Outputs are checked against their metadata]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An op's outputs were allocated from its meta kernel's metadata; its CPU
+// kernel may disagree (a meta kernel that is wrong for some arguments, an
+// out kernel that resizes or re-points its output). Whatever the kernel
+// does must stay inside the output's memory and land in the output's shape:
+//  - an out kernel gets a TensorImpl of its own for each output (outAlias),
+//    so resizing or set_-ing it cannot change the alias the task keeps for
+//    the fallback copy; it cannot grow past the output either (Note [A CPU
+//    alias stays inside its storage]); after it returned, each output must
+//    still have the metadata and memory it was given (sameAlias), else the
+//    op is computed functionally (Note [out= ops run functionally]);
+//  - a functional result is copied into an output only if it has exactly
+//    the output's shape and dtype (copyResult): copy_ would broadcast a
+//    smaller result or convert another dtype silently.
+// A mismatch is an error of the op (reported at the next synchronize), never
+// a wrong answer or a write into someone else's memory.
+at::Tensor outAlias(const at::Tensor& captured) {
+  if (isNpu(captured)) return cpuAlias(captured);
+  at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(captured.storage()),
+                                                              captured.key_set(), captured.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(captured.sizes(), captured.strides(),
+                                                     captured.storage_offset());
+  return alias;
+}
+
+void copyResult(const OpInfo& info, const char* opName, const at::Tensor& out,
+                const at::Tensor& result) {
+  if (result.sizes() != out.sizes() || result.scalar_type() != out.scalar_type()) {
+    // See Note [Meta kernels that disagree with the CPU kernel].
+    info.metaUntrusted.store(true, std::memory_order_relaxed);
+    TORCH_CHECK(false, opName, ": the CPU kernel returned a result of shape ", result.sizes(),
+                " and dtype ", result.scalar_type(), ", but the output was allocated with shape ",
+                out.sizes(), " and dtype ", out.scalar_type(),
+                " (from the meta kernel); later calls of this op run synchronously",
+                NPU_ERROR_SUFFIX);
+  }
+  out.copy_(result);
+}
+
+// Note [Warnings of abandoned out= attempts]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Trying an op's out= kernel before its functional one is our choice, not
+// the program's: when the attempt is abandoned (it threw, or it reshaped an
+// output), nothing it did may be visible, and that includes its warnings.
+// mse_loss.out with a reduction resizes its 0-dim output to the input's
+// shape before it fails, and printed PyTorch's "An output with one or more
+// elements was resized" warning at the first mse_loss of every process,
+// although the program never passed an out tensor. So the attempt runs with
+// its warnings held back, and they are raised only if its result is kept.
+// (A TORCH_WARN_ONCE of an abandoned attempt is spent without being shown;
+// the functional kernel that runs instead does not raise it again.)
+class HeldWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override { held_.push_back(warning); }
+
+  // Raises the held warnings through the handler that was current before.
+  void release() {
+    for (const c10::Warning& w : held_) c10::warn(w);
+    held_.clear();
+  }
+
+ private:
+  std::vector<c10::Warning> held_;
+};
+
+// Runs `attempt` (true: its result is kept) with its warnings held back; an
+// exception counts as false. See Note [Warnings of abandoned out= attempts].
+template <typename F>
+bool attemptOutKernel(const F& attempt) {
+  HeldWarnings held;
+  bool kept = false;
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&held);
+    try {
+      kept = attempt();
+    } catch (const std::exception&) {
+      kept = false;
+    }
+  }
+  if (kept) held.release();
+  return kept;
+}
+
+}  // namespace
+
+bool sameAlias(const at::Tensor& out, const at::Tensor& expected) {
+  return out.sizes() == expected.sizes() && out.strides() == expected.strides() &&
+         out.storage_offset() == expected.storage_offset() &&
+         out.storage().data() == expected.storage().data() &&
+         out.scalar_type() == expected.scalar_type();
+}
+
+// What the op's task reads and writes (Note [Poisoned memory]): every npu
+// argument is read except the out= arguments, which are only written; the
+// arguments annotated as written and the fresh outputs are written.
+TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at::Tensor>& fresh) {
+  TaskAccess access;
+  const size_t firstOut = args.size() - info.numOutArgs;
+  for (size_t i = 0; i < firstOut; ++i) {
+    forEachNpuTensor(args[i], [&](const at::Tensor& t) { access.read(t); });
+  }
+  for (int i : info.writtenArgs) {
+    forEachNpuTensor(args[i], [&](const at::Tensor& t) { access.write(t); });
+  }
+  for (const at::Tensor& f : fresh) access.write(f);
+  return access;
+}
+
+// Note [Task captures and memory reuse]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A task holds on to the memory it uses only where it must. A tensor whose
+// block the caching allocator handed out on the task's own stream is
+// captured as a CPU alias, which does not own the memory: if the program
+// drops the tensor before the task ran, the block returns to the pool at
+// once and the next allocation on that stream may take it. That is safe
+// because whatever touches the block next is queued behind this task on the
+// same stream; it is the rule of PyTorch's CUDA allocator, and it keeps a
+// host that runs far ahead of the device from holding one block per queued
+// op (and the device from walking through cold memory). Every other tensor
+// (memory of another stream, which could be handed to work that does not
+// wait for this task, or memory the allocator does not manage) is captured
+// by reference and kept alive until the task ran. So a missing
+// record_stream for such a tensor is harmless here, where on hardware it is
+// a race. The alias is also a snapshot: a later resize_ or set_ of the
+// tensor on the host does not change what the queued task sees.
+at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
+  if (npu.has_storage() && NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) {
+    return cpuAlias(npu);
+  }
+  return npu;
+}
+
+// The kernel's view of a tensor a task captured (see captureForTask): an
+// alias is one already; a tensor held by reference gets its alias now.
+at::Tensor kernelView(const at::Tensor& captured) {
+  return isNpu(captured) ? cpuAlias(captured) : captured;
+}
+
+at::Generator cpuGenerator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+// Reserves the op's random numbers now (at enqueue or before a synchronous
+// run); nullopt for ops without a Generator argument. See Note [Random
+// numbers are reserved at enqueue].
+std::optional<uint64_t> reserveOpSeed(const Stack& args, const OpInfo& info,
+                                      c10::DeviceIndex device) {
+  if (info.generatorArg < 0) return std::nullopt;
+  const IValue& g = args[info.generatorArg];
+  return reserveSeed(g.isGenerator() ? std::optional<at::Generator>(g.toGenerator()) : std::nullopt,
+                     device);
+}
+
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed) {
+  return cpuArgs(args, n, generatorArg, seed, cpuAlias);
+}
+
+// Runs the out kernel straight into the device memory: the fast path, trusted
+// only if it neither throws nor reshapes its outputs (see Note [out= ops run
+// functionally]; its warnings are held back until then, Note [Warnings of
+// abandoned out= attempts]). False if the op must be computed functionally.
+bool OutOpTask::runOutKernel(const Stack& s) const {
+  Stack withOut = s;
+  std::vector<at::Tensor> outs;
+  for (size_t i = computeArgs; i < args.size(); ++i) {
+    outs.push_back(outAlias(args[i].toTensor()));
+    withOut.emplace_back(outs.back());
+  }
+  return attemptOutKernel([&] {
+    op.redispatchBoxed(kCpuKeys, &withOut);
+    // See Note [Outputs are checked against their metadata].
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!sameAlias(outs[i], args[computeArgs + i].toTensor())) return false;
+    }
+    return true;
+  });
+}
+
+// Otherwise the op is computed functionally, and marked to be from now on if
+// the functional kernel succeeds where the out kernel failed (an error both
+// raise is the caller's, e.g. an index out of range, and says nothing about
+// the out kernel).
+void OutOpTask::operator()() const {
+  Stack s = cpuArgs(args, computeArgs, generatorArg, seed);
+  const bool triedOut = !info->outVariantBroken.load(std::memory_order_relaxed);
+  if (triedOut && runOutKernel(s)) return;
+  computeOp.redispatchBoxed(kCpuKeys, &s);
+  if (triedOut) info->outVariantBroken.store(true, std::memory_order_relaxed);
+  for (size_t r = 0; r < s.size(); ++r) {
+    copyResult(*info, op.schema().name().c_str(), kernelView(args[computeArgs + r].toTensor()),
+               s[r].toTensor());
+  }
+}
+
+// The out= variant straight into the fresh outputs; false if it threw or
+// reshaped an output (then the op itself runs; see outVariantBroken). Its
+// warnings are held back until then (Note [Warnings of abandoned out=
+// attempts]).
+bool OpTask::runOutKernel(const Stack& s) const {
+  Stack withOut = s;
+  std::vector<at::Tensor> outs;
+  outs.reserve(fresh.size());
+  for (const at::Tensor& f : fresh) {
+    outs.push_back(outAlias(f));
+    withOut.emplace_back(outs.back());
+  }
+  return attemptOutKernel([&] {
+    outOp->redispatchBoxed(kCpuKeys, &withOut);
+    // See Note [Outputs are checked against their metadata].
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!sameAlias(outs[i], fresh[i])) return false;
+    }
+    return true;
+  });
+}
+
+// Copies the kernel's fresh results into the outputs allocated for them.
+void OpTask::copyFreshResults(const Stack& s) const {
+  const std::vector<ReturnInfo>& returns = info->returns;
+  const char* name = op.schema().name().c_str();
+  size_t next = 0;
+  // A list result may have another length than its meta twin.
+  auto nextOutput = [&]() -> const at::Tensor& {
+    TORCH_CHECK(next < fresh.size(), name, ": the CPU kernel returned more ",
+                "tensors than the meta kernel", NPU_ERROR_SUFFIX);
+    return fresh[next++];
+  };
+  for (size_t r = 0; r < returns.size(); ++r) {
+    if (returns[r].kind != ReturnKind::kNew) continue;
+    if (returns[r].isList) {
+      for (const at::Tensor& t : s[r].toTensorVector()) {
+        const at::Tensor& f = nextOutput();
+        if (f.defined()) copyResult(*info, name, kernelView(f), t);
+      }
+    } else {
+      const at::Tensor& f = nextOutput();
+      if (f.defined()) copyResult(*info, name, kernelView(f), s[r].toTensor());
+    }
+  }
+  TORCH_CHECK(next == fresh.size(), name, ": the CPU kernel returned fewer ",
+              "tensors than the meta kernel", NPU_ERROR_SUFFIX);
+}
+
+void OpTask::operator()() const {
+  Stack s = cpuArgs(args, args.size(), generatorArg, seed);
+  if (outOp.has_value() && runOutKernel(s)) return;
+  op.redispatchBoxed(kCpuKeys, &s);
+  if (outOp.has_value()) info->outVariantBroken.store(true, std::memory_order_relaxed);
+  copyFreshResults(s);
+}
+
+}  // namespace c10_npu::aten::detail

@@ -1,0 +1,108 @@
+// The task of an op on the generic op path (AsyncFallback.cpp): what it
+// captures at enqueue, how it hands its arguments to the CPU kernel, and its
+// body, which runs on a device executor. Internal to csrc/aten.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "aten/OpArgs.h"
+#include "aten/OpLauncher.h"
+#include "aten/OpPlan.h"
+#include "core/NPUStream.h"
+
+namespace c10_npu::aten::detail {
+
+// What the op's task reads and writes (Note [Poisoned memory]): every npu
+// argument is read except the out= arguments, which are only written; the
+// arguments annotated as written and the fresh outputs are written. Not
+// thread-safe for one `args` (reads the caller's stack).
+TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at::Tensor>& fresh);
+
+// How a task captures an npu argument: a CPU alias or the tensor itself.
+// See Note [Task captures and memory reuse] in OpTask.cpp. Thread-safe.
+at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream);
+
+// The kernel's view of a tensor a task captured (see captureForTask): an
+// alias is one already; a tensor held by reference gets its alias now.
+// Thread-safe; only inside tasks.
+at::Tensor kernelView(const at::Tensor& captured);
+
+// Whether `out` has exactly the metadata and memory of `expected`: an out
+// kernel left its output alias as it was given (Note [Outputs are checked
+// against their metadata] in OpTask.cpp). Thread-safe.
+bool sameAlias(const at::Tensor& out, const at::Tensor& expected);
+
+// Reserves the op's random numbers now (at enqueue or before a synchronous
+// run); nullopt for ops without a Generator argument. See Note [Random
+// numbers are reserved at enqueue]. Thread-safe.
+std::optional<uint64_t> reserveOpSeed(const Stack& args, const OpInfo& info,
+                                      c10::DeviceIndex device);
+
+// A CPU generator that draws the numbers reserved as `seed`. Thread-safe.
+at::Generator cpuGenerator(uint64_t seed);
+
+// The first n arguments as the CPU kernel takes them: npu tensors as CPU
+// aliases, the generator as a CPU generator seeded from the reserved seed.
+// Only inside tasks (aliases read device memory).
+// `alias` makes the CPU view of each npu tensor (cpuAlias, or a wrapper that
+// also remembers which alias is which argument).
+template <typename AliasFn>
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed,
+              const AliasFn& alias) {
+  Stack s;
+  s.reserve(args.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int>(i) == generatorArg) {
+      s.emplace_back(cpuGenerator(*seed));
+    } else {
+      s.push_back(mapTensors(args[i], alias, c10::DeviceType::CPU));
+    }
+  }
+  return s;
+}
+
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed);
+
+// The task of an out= op (Note [out= ops run functionally]): the out kernel
+// straight into the out arguments, else the functional kernel and a copy.
+// Runs on an executor; each instance is run once.
+struct OutOpTask {
+  c10::OperatorHandle op;         // the out= op
+  c10::OperatorHandle computeOp;  // its functional variant
+  Stack args;                     // all arguments, captured (captureForTask)
+  size_t computeArgs;             // the arguments before the out arguments
+  int generatorArg;
+  std::optional<uint64_t> seed;
+  const OpInfo* info;  // stable: plans are never freed
+
+  void operator()() const;
+
+ private:
+  bool runOutKernel(const Stack& s) const;
+};
+
+// The task of any other op: its out= variant (outOp) straight into the fresh
+// outputs when it has one, else the op itself and a copy of its fresh
+// results. Runs on an executor; each instance is run once.
+struct OpTask {
+  c10::OperatorHandle op;
+  Stack args;                                // captured (captureForTask)
+  std::vector<at::Tensor> fresh;             // CPU aliases of the fresh outputs (lists flattened)
+  std::optional<c10::OperatorHandle> outOp;  // set when every fresh output is defined
+  int generatorArg;
+  std::optional<uint64_t> seed;
+  const OpInfo* info;  // stable: plans are never freed
+
+  void operator()() const;
+
+ private:
+  bool runOutKernel(const Stack& s) const;
+  void copyFreshResults(const Stack& s) const;
+};
+
+}  // namespace c10_npu::aten::detail

@@ -1,0 +1,157 @@
+// The synchronous op path; see SynchronousOp.h.
+#include "aten/SynchronousOp.h"
+
+#include <ATen/native/Resize.h>
+
+#include <memory>
+#include <unordered_map>
+
+#include "aten/OpLauncher.h"
+#include "aten/OpTask.h"
+#include "core/NPUFunctions.h"
+
+namespace c10_npu::aten::detail {
+namespace {
+
+// Note [The synchronous op path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Ops whose outputs the host cannot know in advance still run through the
+// stream, so that they obey the memory-reuse rule of every other op (Note
+// [Task captures and memory reuse]): their CPU kernel runs as a task on the
+// current stream, reading and writing device memory in stream order; the host
+// waits for the stream; and each fresh result is written to new device memory
+// by a copy task queued behind it. Writing results from the host instead
+// would race with work other threads queued on the stream meanwhile, which may
+// still read a block that was freed and now backs the result.
+struct SyncOutcome {
+  Stack results;  // the kernel's results: CPU tensors and scalars
+  // Results that are CPU aliases of npu arguments: alias -> the npu tensor.
+  std::unordered_map<const c10::TensorImpl*, const c10::TensorImpl*> npuOfAlias;
+};
+
+// Writes a host result into fresh device memory on `stream`, in stream order.
+at::Tensor resultToNpu(const at::Tensor& r, const NPUStream& stream, c10::DeviceIndex device) {
+  at::Tensor contiguous = r.is_non_overlapping_and_dense() ? r : r.contiguous();
+  at::Tensor out =
+      emptyNpu(contiguous.sizes(), contiguous.strides(), contiguous.scalar_type(), device);
+  TaskAccess access;
+  access.write(out);
+  // `out` is fresh memory of `stream`: a non-owning alias is safe here.
+  launchKernel(stream, "aten::copy_", std::move(access),
+               [dst = cpuAlias(out), src = std::move(contiguous)]() mutable { dst.copy_(src); });
+  return out;
+}
+
+// Note [Out arguments the CPU kernel resized]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An out= kernel resizes its out arguments to the result's shape, which on
+// the synchronous path is only known once the kernel ran. It cannot do that
+// to a CPU alias of device memory (Note [A CPU alias stays inside its
+// storage]), and an empty out has no memory, so its alias is an ordinary CPU
+// tensor that the kernel would fill and nobody read: linalg.lstsq (whose
+// functional form is CompositeExplicitAutograd over lstsq.out, which has no
+// meta kernel) returned its empty out tensors. So an out= op with a
+// functional counterpart runs that on the synchronous path, and its results
+// are moved into the out arguments on the host, resized as PyTorch's
+// resize_output does (Note [out= ops run functionally]). Any other op whose
+// kernel left an argument's alias with another shape or memory (an in-place
+// op that shrank it) gives the npu tensor the alias's shape and contents
+// (adoptResized); the stream was synchronized, so the alias can be read.
+void adoptResized(const at::Tensor& npu, const at::Tensor& alias) {
+  const at::Tensor host = alias.clone(at::MemoryFormat::Contiguous);
+  npu.resize_(host.sizes());
+  npu.copy_(host);
+}
+
+// Queues the kernel of `computeOp` on the first computeArgs arguments as a
+// task on `stream`, and waits for it; raises the kernel's failure.
+std::shared_ptr<SyncOutcome> runKernelAndWait(const c10::OperatorHandle& op,
+                                              const c10::OperatorHandle& computeOp,
+                                              const Stack& args, size_t computeArgs,
+                                              const OpInfo& info, const NPUStream& stream,
+                                              c10::DeviceIndex device) {
+  const std::optional<uint64_t> seed = reserveOpSeed(args, info, device);
+  TaskAccess access = opAccess(args, info, {});
+  access.writesHost = true;  // the results come back to the host
+  auto outcome = std::make_shared<SyncOutcome>();
+  const int generatorArg = info.generatorArg;
+  launchKernel(stream, op.schema().name().c_str(), std::move(access),
+               [computeOp, computeArgs, args, generatorArg, seed, outcome] {
+                 Stack s = cpuArgs(args, computeArgs, generatorArg, seed, [&](const at::Tensor& t) {
+                   at::Tensor alias = cpuAlias(t);
+                   outcome->npuOfAlias.emplace(alias.unsafeGetTensorImpl(),
+                                               t.unsafeGetTensorImpl());
+                   return alias;
+                 });
+                 computeOp.redispatchBoxed(kCpuKeys, &s);
+                 outcome->results = std::move(s);
+               });
+  waitForHostRead(stream);  // raises the kernel's failure, if any
+  return outcome;
+}
+
+// The functional kernel's results, moved into the out arguments. See Note
+// [Out arguments the CPU kernel resized].
+Stack moveIntoOutArgs(const Stack& args, size_t computeArgs, const OpInfo& info,
+                      const SyncOutcome& outcome) {
+  Stack results;
+  for (size_t r = 0; r < info.numOutArgs; ++r) {
+    const at::Tensor& out = args[computeArgs + r].toTensor();
+    const at::Tensor& result = outcome.results.at(r).toTensor();
+    at::native::resize_output(out, result.sizes());
+    out.copy_(result);
+    results.emplace_back(out);
+  }
+  return results;
+}
+
+// The kernel's results on the device: the npu argument a kernel returned, or
+// a fresh npu copy of a result.
+Stack resultsOnDevice(const Stack& args, SyncOutcome& outcome, const NPUStream& stream,
+                      c10::DeviceIndex device) {
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> npuArgs;
+  for (const IValue& a : args) {
+    forEachNpuTensor(a, [&](const at::Tensor& t) { npuArgs.emplace(t.unsafeGetTensorImpl(), t); });
+  }
+  auto toNpu = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined()) return r;
+    auto alias = outcome.npuOfAlias.find(r.unsafeGetTensorImpl());
+    if (alias != outcome.npuOfAlias.end()) {
+      const at::Tensor& npu = npuArgs.at(alias->second);
+      if (!sameAlias(r, npu)) adoptResized(npu, r);
+      return npu;
+    }
+    if (!r.device().is_cpu()) return r;
+    return resultToNpu(r, stream, device);
+  };
+  Stack results = std::move(outcome.results);
+  for (IValue& v : results) {
+    if (v.isTensor()) {
+      v = toNpu(v.toTensor());
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorVector()) out.push_back(toNpu(t));
+      v = IValue(out);
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
+void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
+                      const OpInfo& info) {
+  const NPUStream stream = getCurrentNPUStream(device);
+  const size_t nargs = op.schema().arguments().size();
+  Stack args(stack->end() - nargs, stack->end());
+  // See Note [Out arguments the CPU kernel resized].
+  const bool viaFunctional = info.functionalVariant.has_value();
+  const size_t computeArgs = viaFunctional ? nargs - info.numOutArgs : nargs;
+  const c10::OperatorHandle computeOp = viaFunctional ? *info.functionalVariant : op;
+  auto outcome = runKernelAndWait(op, computeOp, args, computeArgs, info, stream, device);
+  Stack results = viaFunctional ? moveIntoOutArgs(args, computeArgs, info, *outcome)
+                                : resultsOnDevice(args, *outcome, stream, device);
+  replaceArgsWithResults(stack, nargs, results);
+}
+
+}  // namespace c10_npu::aten::detail

@@ -1,0 +1,21 @@
+// The synchronous op path: ops whose outputs cannot be known without the
+// data (no meta kernel, data-dependent shapes, non-tensor results) run their
+// CPU kernel as a task, the host waits for it, and fresh results are copied to
+// the device. See Note [The synchronous op path] in SynchronousOp.cpp.
+// Internal to csrc/aten.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "aten/OpArgs.h"
+#include "aten/OpPlan.h"
+
+namespace c10_npu::aten::detail {
+
+// Runs `op` with the arguments on top of `stack` on `device`'s current
+// stream, waits for it and replaces the arguments by the results. Raises the
+// kernel's failure. Thread-safe (per stack).
+void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
+                      const OpInfo& info);
+
+}  // namespace c10_npu::aten::detail
