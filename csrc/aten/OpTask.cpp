@@ -138,13 +138,29 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 // wait for this task, or memory the allocator does not manage) is captured
 // by reference and kept alive until the task ran. So a missing
 // record_stream for such a tensor is harmless here, where on hardware it is
-// a race. The alias is also a snapshot: a later resize_ or set_ of the
-// tensor on the host does not change what the queued task sees.
+// a race.
+//
+// Note [Task captures are metadata snapshots]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Either way a capture is a snapshot of the tensor's sizes, strides, offset
+// and bits at enqueue: the host goes on changing tensors in place
+// (unsqueeze_, t_, resize_, as_strided_, set_) while the task waits, and the
+// task must compute what the program asked for when it queued it. A CPU
+// alias is a TensorImpl of its own; a tensor held by reference is held
+// through a TensorImpl of its own over the same storage. Holding the
+// program's TensorImpl instead made a queued `x + 1` on an empty tensor (no
+// memory, so never "allocated on the stream") write into the shape that a
+// later `unsqueeze_` of its result gave it, and fail.
 at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
-  if (npu.has_storage() && NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) {
-    return cpuAlias(npu);
-  }
-  return npu;
+  if (!npu.has_storage()) return npu;
+  if (NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) return cpuAlias(npu);
+  at::Tensor held = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(npu.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), npu.dtype());
+  held.unsafeGetTensorImpl()->set_sizes_and_strides(npu.sizes(), npu.strides(),
+                                                    npu.storage_offset());
+  if (npu.is_conj()) held._set_conj(true);
+  if (npu.is_neg()) held._set_neg(true);
+  return held;
 }
 
 // The kernel's view of a tensor a task captured (see captureForTask): an

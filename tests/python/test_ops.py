@@ -295,6 +295,36 @@ def test_ops_use_the_current_stream(gate):
     assert y.tolist() == [2.0] * 4
 
 
+def test_queued_op_on_an_empty_tensor_ignores_later_inplace_metadata_changes(gate):
+    """An empty tensor has no memory, so a task holds it by reference; it must
+    still see the shape it had at enqueue, not the one a later in-place view
+    op gave it (Note [Task captures are metadata snapshots])."""
+    g = gate(torch.npu.current_stream())
+    r = torch.zeros(0, 1, 2, 1, device="npu") + 1  # add.out into an empty r, queued
+    r.unsqueeze_(-2)  # while add waits
+    t = torch.zeros(0, 3, device="npu").sum(1)  # sum into an empty output, queued
+    t.unsqueeze_(0)
+    g.release()
+    torch.npu.synchronize()
+    assert r.shape == (0, 1, 2, 1, 1) and t.shape == (1, 0)
+
+
+def test_queued_op_on_another_streams_tensor_ignores_later_inplace_metadata_changes(gate):
+    """A tensor of another stream is held by reference; a t_() on the host
+    while the op waits must not change what the op computes."""
+    x = torch.arange(6.0, device="npu").reshape(2, 3)
+    want = torch.arange(6.0).reshape(2, 3) * 2
+    torch.npu.synchronize()
+    s = torch.npu.Stream()
+    g = gate(s)
+    with torch.npu.stream(s):
+        y = x * 2  # x belongs to the default stream: captured by reference
+    x.t_()
+    g.release()
+    s.synchronize()
+    assert_same(y, want)
+
+
 def test_random_ops_on_npu():
     torch.npu.manual_seed(1)
     a = torch.rand(1000, device="npu")
