@@ -47,6 +47,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import pytest
 import torch
+import torch_npu  # noqa: F401  (registers the npu device)
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import OpInfo, SampleInput
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -110,11 +111,14 @@ class Mirror:
     The strings and devices "cpu" become the target device (factory ops take
     their device as an argument). With ``host_args``, the tensors among the
     sample's args and kwargs stay CPU tensors (copied), as the op requires.
+    ``moved`` tells whether anything went to the device: a sample of plain
+    numbers (``arange(2)``) makes CPU tensors on every device.
     """
 
     def __init__(self, device: str, host_args: bool = False) -> None:
         self.device = device
         self.host_args = host_args
+        self.moved = False
         self._storages: Dict[Tuple[int, int, str], torch.Tensor] = {}
         self._tensors: Dict[Tuple[int, str], torch.Tensor] = {}
 
@@ -127,10 +131,12 @@ class Mirror:
     def copy(self, value: Any, device: str) -> Any:
         if isinstance(value, torch.Tensor):
             return self._tensor(value, device)
-        if isinstance(value, torch.device):
-            return torch.device(self.device) if value.type == "cpu" else value
-        if isinstance(value, str):
-            return self.device if value == "cpu" else value
+        if isinstance(value, torch.device) and value.type == "cpu":
+            self.moved = True
+            return torch.device(self.device)
+        if isinstance(value, str) and value == "cpu":
+            self.moved = True
+            return self.device
         if isinstance(value, dict):
             return {k: self.copy(v, device) for k, v in value.items()}
         if isinstance(value, list):
@@ -141,6 +147,7 @@ class Mirror:
         return value
 
     def _tensor(self, t: torch.Tensor, device: str) -> torch.Tensor:
+        self.moved |= device == self.device
         key = (id(t), device)
         if key not in self._tensors:
             copy = self._copy(t.detach(), device)
@@ -230,13 +237,13 @@ def detached(value: Any) -> Any:
 
 
 def compare(expected: Any, actual: Any, tol: Tuple[float, float], values: bool = True,
-            path: str = "result") -> None:
+            path: str = "result", device: str = DEVICE) -> None:
     """Asserts that ``actual`` (npu) matches ``expected`` (CPU): same structure,
-    npu tensors of the same dtype, shape and layout, equal values (within tol;
-    NaN == NaN) unless ``values`` is False."""
+    tensors on ``device`` of the same dtype, shape and layout, equal values
+    (within tol; NaN == NaN) unless ``values`` is False."""
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"{path}: npu gave {type(actual).__name__}"
-        assert actual.device.type == DEVICE, f"{path}: on {actual.device}, expected npu"
+        assert actual.device.type == device, f"{path}: on {actual.device}, expected {device}"
         assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
         assert actual.shape == expected.shape, (
             f"{path}: shape {tuple(actual.shape)} != {tuple(expected.shape)}")
@@ -253,15 +260,15 @@ def compare(expected: Any, actual: Any, tol: Tuple[float, float], values: bool =
             f"{len(actual) if isinstance(actual, (list, tuple)) else '-'} items, "
             f"CPU {type(expected).__name__} of {len(expected)}")
         for i, (e, a) in enumerate(zip(expected, actual)):
-            compare(e, a, tol, values, f"{path}[{i}]")
+            compare(e, a, tol, values, f"{path}[{i}]", device)
         return
     if isinstance(expected, dict):
         assert isinstance(actual, dict) and actual.keys() == expected.keys(), f"{path}: keys"
         for k in expected:
-            compare(expected[k], actual[k], tol, values, f"{path}[{k!r}]")
+            compare(expected[k], actual[k], tol, values, f"{path}[{k!r}]", device)
         return
     if isinstance(expected, torch.device):  # results that name the device
-        assert isinstance(actual, torch.device) and actual.type == DEVICE, f"{path}: {actual}"
+        assert isinstance(actual, torch.device) and actual.type == device, f"{path}: {actual}"
         return
     if isinstance(expected, float) and isinstance(actual, float):
         rtol, atol = tol
@@ -336,8 +343,12 @@ def check_forward(op: OpInfo, sample: SampleInput, key: str) -> bool:
     tol = float32_tolerance(op)
     host_args = key in expect.HOST_ARGS
 
+    moved = [False]  # whether the npu run's sample had anything on npu
+
     def run(device: str, recorder: Optional[SeededOpRecorder] = None) -> Tuple[Any, Any]:
-        result, arguments, _ = call(op, sample, Mirror(device, host_args), recorder)
+        mirror = Mirror(device, host_args)  # fresh copies for every run
+        result, arguments, _ = call(op, sample, mirror, recorder)
+        moved[0] = mirror.moved
         if device != "cpu":
             torch.npu.synchronize()  # a failing task is reported here
         # The arguments too: an op that writes into them must write the same.
@@ -349,12 +360,13 @@ def check_forward(op: OpInfo, sample: SampleInput, key: str) -> bool:
         assert_same_failure(cpu_error, lambda: run(DEVICE))
         return False
     npu = run(DEVICE)
+    device = DEVICE if moved[0] else "cpu"
     values = not recorder.random and key not in expect.UNINITIALIZED
-    compare(cpu, npu, tol, values=values)
+    compare(cpu, npu, tol, values=values, device=device)
     if recorder.random:
         # npu draws from its own generator, not CPU's stream of numbers; under
         # the same seed it must draw the same numbers again.
-        compare(npu, run(DEVICE), (0.0, 0.0), path="npu rerun")
+        compare(npu, run(DEVICE), (0.0, 0.0), path="npu rerun", device=device)
     return True
 
 
