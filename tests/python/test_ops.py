@@ -333,3 +333,18 @@ def test_random_ops_on_npu():
     assert set(b.unique().tolist()) <= set(range(10))
     d = torch.nn.functional.dropout(torch.ones(1000, device="npu"), p=0.5)
     assert set(d.unique().tolist()) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize("op", [torch.native_batch_norm, torch._native_batch_norm_legit])
+def test_batch_norm_eval_placeholders_are_cpus(op):
+    """In eval mode save_mean/save_invstd are placeholders: empty on CPU,
+    C uninitialised elements by the meta kernel; npu returns CPU's (Note
+    [Placeholder outputs of batch norm in eval mode])."""
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(3, 2, 4, generator=g), torch.randn(2, generator=g), torch.randn(2, generator=g)
+    mean, var = torch.randn(2, generator=g), torch.rand(2, generator=g) + 0.5
+    for training in (False, True):
+        want = op(x, w, b, mean.clone(), var.clone(), training, 0.1, 1e-5)
+        got = op(npu(x), npu(w), npu(b), npu(mean), npu(var), training, 0.1, 1e-5)
+        for r, c in zip(got, want):
+            assert_same(r, c)
