@@ -292,24 +292,27 @@ def samples(op: OpInfo, requires_grad: bool) -> Iterator[SampleInput]:
         yield from op.sample_inputs("cpu", DTYPE, requires_grad=requires_grad)
 
 
-def check_samples(op: OpInfo, check_one: Callable[[SampleInput], bool],
+def check_samples(op: OpInfo, check_one: Callable[[SampleInput], Optional[BaseException]],
                   requires_grad: bool) -> None:
     """Runs check_one on the op's samples: every sample if NPU_OPDB_SAMPLES=all,
-    else until the wanted number of samples ran on CPU (check_one returns
-    whether the CPU run succeeded; samples that fail on CPU are checked for
+    else until the wanted number of samples ran on CPU (check_one returns the
+    CPU run's exception, or None; samples that fail on CPU are checked for
     failing on npu the same way)."""
     wanted = samples_wanted()
     ran = tried = 0
+    error: Optional[BaseException] = None
     for sample in samples(op, requires_grad):
         tried += 1
-        ran += check_one(sample)
+        cpu_error = check_one(sample)
+        ran += cpu_error is None
+        error = error or cpu_error
         if wanted is not None and ran >= wanted:
             break
     if tried == 0:
         pytest.skip("the OpInfo has no float32 sample on CPU")
     if ran == 0:
-        pytest.skip(f"none of the {tried} float32 CPU samples runs on CPU "
-                    "(npu raised the same exception types)")
+        pytest.skip(f"none of the {tried} float32 samples runs on CPU, e.g. "
+                    f"{type(error).__name__}: {first_line(error)} (npu raises the same)")
 
 
 def capture(fn: Callable[[], Any]) -> Tuple[Any, Optional[BaseException]]:
@@ -338,8 +341,8 @@ def first_line(e: BaseException) -> str:
 # --- forward -------------------------------------------------------------------
 
 
-def check_forward(op: OpInfo, sample: SampleInput, key: str) -> bool:
-    """Checks one sample forward; returns whether it ran on CPU."""
+def check_forward(op: OpInfo, sample: SampleInput, key: str) -> Optional[BaseException]:
+    """Checks one sample forward; returns the CPU run's exception, if any."""
     tol = float32_tolerance(op)
     host_args = key in expect.HOST_ARGS
 
@@ -358,7 +361,7 @@ def check_forward(op: OpInfo, sample: SampleInput, key: str) -> bool:
     cpu, cpu_error = capture(lambda: run("cpu", recorder))
     if cpu_error is not None:
         assert_same_failure(cpu_error, lambda: run(DEVICE))
-        return False
+        return cpu_error
     npu = run(DEVICE)
     device = DEVICE if moved[0] else "cpu"
     values = not recorder.random and key not in expect.UNINITIALIZED
@@ -367,7 +370,7 @@ def check_forward(op: OpInfo, sample: SampleInput, key: str) -> bool:
         # npu draws from its own generator, not CPU's stream of numbers; under
         # the same seed it must draw the same numbers again.
         compare(npu, run(DEVICE), (0.0, 0.0), path="npu rerun", device=device)
-    return True
+    return None
 
 
 # --- gradients -----------------------------------------------------------------
@@ -410,15 +413,15 @@ def backward(op: OpInfo, sample: SampleInput, device: str, host_args: bool,
     return detached(result), grads, weights
 
 
-def check_grad(op: OpInfo, sample: SampleInput, key: str) -> bool:
-    """Checks one sample's gradients; returns whether it ran on CPU."""
+def check_grad(op: OpInfo, sample: SampleInput, key: str) -> Optional[BaseException]:
+    """Checks one sample's gradients; returns the CPU run's exception, if any."""
     tol = float32_tolerance(op)
     host_args = key in expect.HOST_ARGS
     recorder = SeededOpRecorder()
     cpu, cpu_error = capture(lambda: backward(op, sample, "cpu", host_args, None, recorder))
     if cpu_error is not None:
         assert_same_failure(cpu_error, lambda: backward(op, sample, DEVICE, host_args, None))
-        return False
+        return cpu_error
     _, grads, weights = cpu
     npu_grads = backward(op, sample, DEVICE, host_args, weights)[1]
     values = not recorder.random and key not in expect.UNINITIALIZED
@@ -426,7 +429,7 @@ def check_grad(op: OpInfo, sample: SampleInput, key: str) -> bool:
     if recorder.random:  # see check_forward
         compare(npu_grads, backward(op, sample, DEVICE, host_args, weights)[1], (0.0, 0.0),
                 path="npu rerun grad")
-    return True
+    return None
 
 
 # --- the tests -----------------------------------------------------------------

@@ -341,7 +341,8 @@ def test_batch_norm_eval_placeholders_are_cpus(op):
     C uninitialised elements by the meta kernel; npu returns CPU's (Note
     [Placeholder outputs of batch norm in eval mode])."""
     g = torch.Generator().manual_seed(0)
-    x, w, b = torch.randn(3, 2, 4, generator=g), torch.randn(2, generator=g), torch.randn(2, generator=g)
+    x = torch.randn(3, 2, 4, generator=g)
+    w, b = torch.randn(2, generator=g), torch.randn(2, generator=g)
     mean, var = torch.randn(2, generator=g), torch.rand(2, generator=g) + 0.5
     for training in (False, True):
         want = op(x, w, b, mean.clone(), var.clone(), training, 0.1, 1e-5)
