@@ -1,6 +1,8 @@
 // The op plan from the schema; see OpPlan.h.
 #include "aten/OpPlan.h"
 
+#include "aten/MetaFunctions.h"
+
 #include <mutex>
 
 namespace c10_npu::aten::detail {
@@ -164,6 +166,7 @@ std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
   info.numOutArgs = countOutArgs(schema);
   if (info.numOutArgs > 0) info.functionalVariant = findFunctionalVariant(schema, info.numOutArgs);
   if (metaKnownToDisagree(schema.operator_name())) info.metaUntrusted = true;
+  info.metaKernel = cppMetaKernel(info.functionalVariant ? *info.functionalVariant : op);
   return owned;
 }
 

@@ -69,6 +69,11 @@ struct OpInfo {
   // from then on the op runs synchronously. See Note [Meta kernels that
   // disagree with the CPU kernel] in OpPlan.cpp.
   mutable std::atomic<bool> metaUntrusted{false};
+  // The C++ meta kernel that computes the op's output metadata (of its
+  // functional variant for an out= op), if PyTorch has one; otherwise the
+  // dispatcher's Meta kernel does. See Note [C++ meta kernels] in
+  // MetaFunctions.h.
+  std::optional<c10::KernelFunction> metaKernel;
   // Output metadata by argument signature. See Note [Output metadata cache]
   // in OutputMetadata.h.
   mutable std::shared_mutex cacheMutex;

@@ -19,8 +19,8 @@ namespace c10_npu::aten::detail {
 
 // What the op's task reads and writes (Note [Poisoned memory]): every npu
 // argument is read except the out= arguments, which are only written; the
-// arguments annotated as written and the fresh outputs are written. Not
-// thread-safe for one `args` (reads the caller's stack).
+// arguments annotated as written and the fresh outputs are written.
+// Thread-safe (reads its arguments only).
 TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at::Tensor>& fresh);
 
 // How a task captures an npu argument: a CPU alias or the tensor itself.

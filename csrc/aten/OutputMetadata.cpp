@@ -154,7 +154,12 @@ std::shared_ptr<const MetaResult> runMetaKernel(const c10::OperatorHandle& op,
     meta.push_back(mapTensors(args[i], toMeta, c10::DeviceType::Meta));
   }
   try {
-    computeOp.redispatchBoxed(kMetaKeys, &meta);
+    // See Note [C++ meta kernels].
+    if (info.metaKernel.has_value()) {
+      info.metaKernel->callBoxed(computeOp, kMetaKeys, &meta);
+    } else {
+      computeOp.redispatchBoxed(kMetaKeys, &meta);
+    }
   } catch (const std::exception&) {
     // No meta kernel, a data-dependent shape, or a user error that the CPU
     // kernel will report the same way. (Meta kernels written in Python

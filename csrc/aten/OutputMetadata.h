@@ -21,10 +21,12 @@ namespace c10_npu::aten::detail {
 // arguments (sizes, strides, dtype, conj/neg bits, whether it is a wrapped
 // number), on the values of its other arguments, and on one piece of global
 // state: the default dtype (torch.set_default_dtype), which integer inputs
-// of ops like angle() and logit() promote to. Running it costs tens of microseconds (some are
-// written in Python), more than the op itself on small tensors, so results are cached per op under
-// a key that serialises exactly those inputs. Arguments that cannot be serialised make the call
-// uncacheable (it still runs, uncached).
+// of ops like angle() and logit() promote to. The C++ meta kernels (Note
+// [C++ meta kernels] in MetaFunctions.h) read nothing else either. Running
+// one costs microseconds (the Python ones tens of them), more than the op
+// itself on small tensors, so results are cached per op under a key that
+// serialises exactly those inputs. Arguments that cannot be serialised make
+// the call uncacheable (it still runs, uncached).
 struct TensorMeta {
   bool defined = true;  // optional outputs may be undefined (e.g. masked grads)
   std::vector<int64_t> sizes;
