@@ -1,6 +1,8 @@
 # Single entry point. Every target installs what it needs on a fresh machine
 # (Debian packages when run as root, Python packages into .venv/), idempotently.
 #   make test      build everything and run every test suite
+#   make test-ops  every float32 sample of every op_db op on npu against CPU
+#                  (tests/python/test_opdb.py; CI runs the first sample of each)
 #   make demo      run the main example
 #   make bench     run the benchmarks
 #   make sanitize  ASan+UBSan and TSan builds of the runtime with its tests, TSan
@@ -23,7 +25,11 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 NPURT_BENCH_FLAGS ?= --benchmark_min_time=0.1s --benchmark_repetitions=5 \
 	--benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 
-.PHONY: all deps build install test test-cpp test-python bench demo sanitize sanitize-full fuzz clean
+# test-ops: about 4 minutes on 2 vCPUs; the timeout bounds a hang or a slow
+# machine (each test also has pytest.ini's own limit).
+OPS_TIMEOUT ?= 1200
+
+.PHONY: all deps build install test test-cpp test-python test-ops bench demo sanitize sanitize-full fuzz clean
 
 all: build
 
@@ -50,6 +56,10 @@ test-python: build
 	PYTHONPATH=$(CURDIR) $(VPY) -m pytest tests/python -q -p no:cacheprovider
 
 test: test-cpp test-python
+
+test-ops: build
+	NPU_OPDB_SAMPLES=all PYTHONPATH=$(CURDIR) timeout $(OPS_TIMEOUT) \
+		$(VPY) -m pytest tests/python/test_opdb.py -q -p no:cacheprovider
 
 # Editable install into .venv (the tests use the tree directly instead).
 install: build

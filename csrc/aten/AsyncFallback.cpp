@@ -24,6 +24,7 @@
 #include <optional>
 #include <vector>
 
+#include "aten/AsyncFallback.h"
 #include "aten/OpArgs.h"
 #include "aten/OpLauncher.h"
 #include "aten/OpPlan.h"
@@ -264,6 +265,10 @@ void npuFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, St
 }
 
 }  // namespace
+
+void detail::runGenericOp(const c10::OperatorHandle& op, Stack* stack) {
+  npuFallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&npuFallback>());

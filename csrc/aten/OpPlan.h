@@ -37,9 +37,11 @@ struct MetaResult;  // OutputMetadata.h
 // its output metadata from the meta kernel of its functional counterpart and
 // resizes `out` on the host up front, as the real kernel would. Its task then
 // runs the out kernel straight into the device memory (no copy), and trusts
-// the result only if the kernel neither threw nor reshaped an output alias;
-// otherwise the op is marked (OpInfo::outVariantBroken) and computed by the
-// functional kernel plus a copy, now and from then on. (A kernel that fails
+// the result only if the kernel neither threw nor reshaped an output alias
+// (its warnings are held back until then: Note [Warnings of abandoned out=
+// attempts], OpTask.cpp); otherwise the op is marked
+// (OpInfo::outVariantBroken) and computed by the functional kernel plus a
+// copy, now and from then on. (A kernel that fails
 // after writing into an out tensor that is also one of its inputs would leave
 // that input changed; no ATen out kernel is known to do this.) PyTorch's
 // functional wrappers route many functional calls through out= variants on

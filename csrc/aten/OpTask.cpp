@@ -2,8 +2,10 @@
 #include "aten/OpTask.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
 
 #include <exception>
+#include <vector>
 
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
@@ -52,6 +54,52 @@ void copyResult(const OpInfo& info, const char* opName, const at::Tensor& out,
   out.copy_(result);
 }
 
+// Note [Warnings of abandoned out= attempts]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Trying an op's out= kernel before its functional one is our choice, not
+// the program's: when the attempt is abandoned (it threw, or it reshaped an
+// output), nothing it did may be visible, and that includes its warnings.
+// mse_loss.out with a reduction resizes its 0-dim output to the input's
+// shape before it fails, and printed PyTorch's "An output with one or more
+// elements was resized" warning at the first mse_loss of every process,
+// although the program never passed an out tensor. So the attempt runs with
+// its warnings held back, and they are raised only if its result is kept.
+// (A TORCH_WARN_ONCE of an abandoned attempt is spent without being shown;
+// the functional kernel that runs instead does not raise it again.)
+class HeldWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override { held_.push_back(warning); }
+
+  // Raises the held warnings through the handler that was current before.
+  void release() {
+    for (const c10::Warning& w : held_) c10::warn(w);
+    held_.clear();
+  }
+
+ private:
+  std::vector<c10::Warning> held_;
+};
+
+// Runs `attempt` (true: its result is kept) with its warnings held back; an
+// exception counts as false and is stored in `error` when one is given. See
+// Note [Warnings of abandoned out= attempts].
+template <typename F>
+bool attemptOutKernel(const F& attempt, std::exception_ptr* error = nullptr) {
+  HeldWarnings held;
+  bool kept = false;
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&held);
+    try {
+      kept = attempt();
+    } catch (const std::exception&) {
+      kept = false;
+      if (error != nullptr) *error = std::current_exception();
+    }
+  }
+  if (kept) held.release();
+  return kept;
+}
+
 }  // namespace
 
 bool sameAlias(const at::Tensor& out, const at::Tensor& expected) {
@@ -92,13 +140,29 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 // wait for this task, or memory the allocator does not manage) is captured
 // by reference and kept alive until the task ran. So a missing
 // record_stream for such a tensor is harmless here, where on hardware it is
-// a race. The alias is also a snapshot: a later resize_ or set_ of the
-// tensor on the host does not change what the queued task sees.
+// a race.
+//
+// Note [Task captures are metadata snapshots]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Either way a capture is a snapshot of the tensor's sizes, strides, offset
+// and bits at enqueue: the host goes on changing tensors in place
+// (unsqueeze_, t_, resize_, as_strided_, set_) while the task waits, and the
+// task must compute what the program asked for when it queued it. A CPU
+// alias is a TensorImpl of its own; a tensor held by reference is held
+// through a TensorImpl of its own over the same storage. Holding the
+// program's TensorImpl instead made a queued `x + 1` on an empty tensor (no
+// memory, so never "allocated on the stream") write into the shape that a
+// later `unsqueeze_` of its result gave it, and fail.
 at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
-  if (npu.has_storage() && NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) {
-    return cpuAlias(npu);
-  }
-  return npu;
+  if (!npu.has_storage()) return npu;
+  if (NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) return cpuAlias(npu);
+  at::Tensor held = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(npu.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), npu.dtype());
+  held.unsafeGetTensorImpl()->set_sizes_and_strides(npu.sizes(), npu.strides(),
+                                                    npu.storage_offset());
+  if (npu.is_conj()) held._set_conj(true);
+  if (npu.is_neg()) held._set_neg(true);
+  return held;
 }
 
 // The kernel's view of a tensor a task captured (see captureForTask): an
@@ -126,26 +190,26 @@ Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional
 
 // Runs the out kernel straight into the device memory: the fast path, kept
 // only if it neither throws nor reshapes its outputs (see Note [out= ops run
-// functionally]). Sets `kept`; returns the kernel's exception if it threw.
+// functionally]; its warnings are held back until then, Note [Warnings of
+// abandoned out= attempts]). Sets `kept`; returns the kernel's exception if it
+// threw.
 std::exception_ptr OutOpTask::runOutKernel(const Stack& s, bool& kept) const {
-  kept = false;
   Stack withOut = s;
   std::vector<at::Tensor> outs;
   for (size_t i = computeArgs; i < args.size(); ++i) {
     outs.push_back(outAlias(args[i].toTensor()));
     withOut.emplace_back(outs.back());
   }
-  try {
+  std::exception_ptr error;
+  kept = attemptOutKernel([&] {
     op.redispatchBoxed(kCpuKeys, &withOut);
-  } catch (const std::exception&) {
-    return std::current_exception();
-  }
-  kept = true;
-  // See Note [Outputs are checked against their metadata].
-  for (size_t i = 0; i < outs.size() && kept; ++i) {
-    kept = sameAlias(outs[i], args[computeArgs + i].toTensor());
-  }
-  return nullptr;
+    // See Note [Outputs are checked against their metadata].
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!sameAlias(outs[i], args[computeArgs + i].toTensor())) return false;
+    }
+    return true;
+  }, &error);
+  return error;
 }
 
 // Note [An out tensor the out kernel refused]
@@ -184,7 +248,9 @@ void OutOpTask::operator()() const {
 }
 
 // The out= variant straight into the fresh outputs; false if it threw or
-// reshaped an output (then the op itself runs; see outVariantBroken).
+// reshaped an output (then the op itself runs; see outVariantBroken). Its
+// warnings are held back until then (Note [Warnings of abandoned out=
+// attempts]).
 bool OpTask::runOutKernel(const Stack& s) const {
   Stack withOut = s;
   std::vector<at::Tensor> outs;
@@ -193,17 +259,14 @@ bool OpTask::runOutKernel(const Stack& s) const {
     outs.push_back(outAlias(f));
     withOut.emplace_back(outs.back());
   }
-  try {
+  return attemptOutKernel([&] {
     outOp->redispatchBoxed(kCpuKeys, &withOut);
     // See Note [Outputs are checked against their metadata].
-    bool ok = true;
-    for (size_t i = 0; i < outs.size() && ok; ++i) {
-      ok = sameAlias(outs[i], fresh[i]);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!sameAlias(outs[i], fresh[i])) return false;
     }
-    return ok;
-  } catch (const std::exception&) {
-    return false;
-  }
+    return true;
+  });
 }
 
 // Copies the kernel's fresh results into the outputs allocated for them.

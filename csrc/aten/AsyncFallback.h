@@ -1,0 +1,17 @@
+// The generic op path as a function, for kernels of this folder that run an
+// op through it and then adjust what it returned (BatchNorm.cpp). See
+// AsyncFallback.cpp. Internal to csrc/aten.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "aten/OpArgs.h"
+
+namespace c10_npu::aten::detail {
+
+// Runs `op` with the arguments on top of `stack` as the PrivateUse1 fallback
+// does (asynchronously when its outputs can be known in advance) and
+// replaces the arguments by the results. Thread-safe (per stack).
+void runGenericOp(const c10::OperatorHandle& op, Stack* stack);
+
+}  // namespace c10_npu::aten::detail
