@@ -34,18 +34,6 @@ const Index& index() {
   return *built;
 }
 
-// NPU_CPP_META: unset or 1 (use them), 0 (do not). Read at the first op; a
-// bad value raises there, and again at every op.
-bool enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("NPU_CPP_META");
-    const std::string_view value = env == nullptr ? "1" : env;
-    TORCH_CHECK(value == "0" || value == "1", "NPU_CPP_META should be 0 or 1, but got '", value,
-                "'");
-    return value == "1";
-  }();
-  return on;
-}
 
 // Whether a C++ parameter or return type (`inferred`) is the schema's
 // (`specified`). The C++ functions in the table take int where the schema
@@ -81,7 +69,7 @@ bool matches(const c10::FunctionSchema& inferred, const c10::FunctionSchema& sch
 }  // namespace
 
 std::optional<c10::KernelFunction> cppMetaKernel(const c10::OperatorHandle& op) {
-  if (!enabled() || !op.hasSchema()) return std::nullopt;
+  if (!cppMetaKernelsEnabled() || !op.hasSchema()) return std::nullopt;
   const c10::FunctionSchema& schema = op.schema();
   constexpr std::string_view kAten = "aten::";
   std::string_view name = schema.name();
@@ -97,6 +85,19 @@ std::optional<c10::KernelFunction> cppMetaKernel(const c10::OperatorHandle& op) 
   }
   if (match == nullptr) return std::nullopt;
   return match->kernel(match->fn);
+}
+
+// NPU_CPP_META: unset or 1 (use them), 0 (do not). A bad value raises, and
+// again at every call (a throwing initialiser leaves the static unset).
+bool cppMetaKernelsEnabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("NPU_CPP_META");
+    const std::string_view value = env == nullptr ? "1" : env;
+    TORCH_CHECK(value == "0" || value == "1", "NPU_CPP_META should be 0 or 1, but got '", value,
+                "'");
+    return value == "1";
+  }();
+  return on;
 }
 
 }  // namespace c10_npu::aten::detail

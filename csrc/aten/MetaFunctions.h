@@ -40,4 +40,9 @@ namespace c10_npu::aten::detail {
 // Thread-safe.
 std::optional<c10::KernelFunction> cppMetaKernel(const c10::OperatorHandle& op);
 
+// Whether NPU_CPP_META allows them; raises c10::Error naming a bad value
+// (also at every later call). The backend's initialisation calls it (Note
+// [Configuration is validated at initialisation]). Thread-safe.
+bool cppMetaKernelsEnabled();
+
 }  // namespace c10_npu::aten::detail

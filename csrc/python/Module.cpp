@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "aten/OpLauncher.h"
+#include "aten/MetaFunctions.h"
 #include "aten/OpPlan.h"
 #include "core/ExternalStreams.h"
 #include "core/HostSync.h"
@@ -174,6 +175,8 @@ void initializeSlow() {
   (void)external::mode();
   // 4. STREAMS_PER_DEVICE: torch_npu warns and uses 32, so this warns too.
   (void)streamsPerPool();
+  // 5. NPU_CPP_META (0 | 1).
+  (void)aten::detail::cppMetaKernelsEnabled();
   gInitialized.store(true, std::memory_order_release);
 }
 

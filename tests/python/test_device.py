@@ -170,6 +170,7 @@ for name, use in uses:
     ("NPU_SIM_CORES", "two", "NPU_SIM_CORES must be an integer in [1, 256], got 'two'"),
     ("NPU_SIM_MEMORY_MB", "-1", "NPU_SIM_MEMORY_MB must be an integer in [1, 16777216], got '-1'"),
     ("NPU_SIM_TASK_DELAY_US", "1e3", "NPU_SIM_TASK_DELAY_US must be an integer in [0, 10000000], got '1e3'"),
+    ("NPU_CPP_META", "yes", "NPU_CPP_META should be 0 or 1, but got 'yes'"),
 ], ids=lambda x: None)
 def test_bad_variable_raises_at_initialisation(var, value, accepted):
     out = run_py_ok(BAD_CONFIG_PROBE, env={var: value})
