@@ -52,6 +52,7 @@ def test_a_failed_launch_or_task_surfaces_once_on_its_stream(kind):
     torch.npu.synchronize()  # and not again at the device level
     with torch.npu.stream(s2):
         later = other + 1  # the other stream keeps working on intact data
+    s2.synchronize()  # a host read waits for the current stream only
     assert other.tolist() == [3.0 * i for i in range(8)]
     assert later.tolist() == [3.0 * i + 1 for i in range(8)]
     for t in (hit, behind):  # no garbage: every read raises the original error
