@@ -172,6 +172,7 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
   std::optional<size_t> gcTarget;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    applyConfiguredFraction(config);
     const size_t segment = segmentSize(size);
     if (gcNeeded(segment, config)) {
       const double target = config.garbageCollectionThreshold * static_cast<double>(*allowedMaximum_);
@@ -445,8 +446,19 @@ void DeviceState::resetAccumulated() {
   stats_.num_device_free = 0;
 }
 
+void DeviceState::applyConfiguredFraction(const AllocatorConfig& config) {
+  if (configuredFractionApplied_) return;
+  configuredFractionApplied_ = true;
+  if (config.perProcessMemoryFraction < 0.0) return;
+  npuDeviceProp prop{};
+  NPU_CHECK(npuGetDeviceProperties(&prop, device_));
+  fraction_ = config.perProcessMemoryFraction;
+  allowedMaximum_ = static_cast<size_t>(fraction_ * static_cast<double>(prop.totalMemory));
+}
+
 void DeviceState::setMemoryFraction(double fraction) {
   std::lock_guard<std::mutex> lock(mutex_);
+  configuredFractionApplied_ = true;  // an explicit setting wins over the configured one
   npuDeviceProp prop{};
   NPU_CHECK(npuGetDeviceProperties(&prop, device_));
   fraction_ = fraction;
@@ -454,7 +466,9 @@ void DeviceState::setMemoryFraction(double fraction) {
 }
 
 double DeviceState::memoryFraction() {
+  const AllocatorConfig config = allocatorConfig();  // its own leaf lock, taken first
   std::lock_guard<std::mutex> lock(mutex_);
+  applyConfiguredFraction(config);
   return fraction_;
 }
 

@@ -104,6 +104,7 @@ class DeviceState {
   void enterPool(Block* block);
   void leavePool(Block* block);
   void freeSegment(Block* block);
+  void applyConfiguredFraction(const AllocatorConfig& config);
   bool gcNeeded(size_t nextSegment, const AllocatorConfig& config) const;
   std::vector<std::pair<void*, uint64_t>> releaseCandidates(const ReleaseRequest& request);
   std::string oomMessage(size_t nbytes, size_t segment);
@@ -131,6 +132,7 @@ class DeviceState {
   size_t totalMemory_ = 0;                 // device capacity, read at construction
   std::optional<size_t> allowedMaximum_;   // set_per_process_memory_fraction
   double fraction_ = 1.0;
+  bool configuredFractionApplied_ = false;  // PYTORCH_NPU_ALLOC_CONF's, once
   DeviceStats stats_;
 };
 
