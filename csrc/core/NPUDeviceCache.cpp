@@ -223,9 +223,14 @@ std::string DeviceState::oomMessage(size_t nbytes, size_t segment) {
   if (haveProp) os << formatSize(prop.totalMemory) << " total capacity; ";
   os << formatSize(allocated) << " already allocated; ";
   if (haveProp) os << formatSize(prop.freeMemory) << " free; ";
+  // "would exceed allowed memory" is CUDA's wording, which torch_npu's tests match.
   if (allowedMaximum_.has_value()) {
-    os << formatSize(*allowedMaximum_) << " allowed by the per-process memory fraction "
-       << fraction_ << " (a " << formatSize(segment) << " segment would exceed it); ";
+    os << "a " << formatSize(segment) << " segment would exceed allowed memory: "
+       << formatSize(*allowedMaximum_) << " by the per-process memory fraction " << fraction_
+       << "; ";
+  } else if (haveProp && segment > prop.totalMemory) {
+    os << "a " << formatSize(segment) << " segment would exceed allowed memory: the device's "
+       << "capacity; ";
   }
   os << formatSize(reserved) << " reserved in total by PyTorch)";
   return os.str();

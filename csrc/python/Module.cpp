@@ -22,6 +22,7 @@
 #include "aten/OpLauncher.h"
 #include "core/ExternalStreams.h"
 #include "core/HostSync.h"
+#include "core/NPUAllocatorConfig.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
