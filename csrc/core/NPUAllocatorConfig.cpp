@@ -54,7 +54,8 @@ size_t parseSplitSize(std::string_view value) {
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), mb);
   TORCH_CHECK_VALUE(ec == std::errc() && end == value.data() + value.size(),
                     "PYTORCH_NPU_ALLOC_CONF: max_split_size_mb expects a whole number of MiB, "
-                    "but got '", value, "'", NPU_ERROR_SUFFIX);
+                    "but got '",
+                    value, "'", NPU_ERROR_SUFFIX);
   TORCH_CHECK_VALUE(mb > kMinMaxSplitSizeMb, "PYTORCH_NPU_ALLOC_CONF: max_split_size_mb must be > ",
                     kMinMaxSplitSizeMb, ", but got ", mb, NPU_ERROR_SUFFIX);
   if (mb >= std::numeric_limits<size_t>::max() / kMiB) return std::numeric_limits<size_t>::max();
@@ -65,8 +66,9 @@ double parseNumber(std::string_view key, std::string_view value) {
   const std::string text(value);
   char* end = nullptr;
   const double v = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
-  TORCH_CHECK_VALUE(!text.empty() && end == text.c_str() + text.size(), "PYTORCH_NPU_ALLOC_CONF: ",
-                    key, " expects a number, but got '", value, "'", NPU_ERROR_SUFFIX);
+  TORCH_CHECK_VALUE(!text.empty() && end == text.c_str() + text.size(),
+                    "PYTORCH_NPU_ALLOC_CONF: ", key, " expects a number, but got '", value, "'",
+                    NPU_ERROR_SUFFIX);
   return v;
 }
 
@@ -74,7 +76,8 @@ double parseFraction(std::string_view value) {
   const double f = parseNumber("per_process_memory_fraction", value);
   TORCH_CHECK_VALUE(f >= 0.0 && f <= 1.0,
                     "PYTORCH_NPU_ALLOC_CONF: per_process_memory_fraction must be in [0.0, 1.0], "
-                    "but got ", value, NPU_ERROR_SUFFIX);
+                    "but got ",
+                    value, NPU_ERROR_SUFFIX);
   return f;
 }
 
@@ -82,7 +85,8 @@ double parseThreshold(std::string_view value) {
   const double t = parseNumber("garbage_collection_threshold", value);
   TORCH_CHECK_VALUE(t > 0.0 && t < 1.0,
                     "PYTORCH_NPU_ALLOC_CONF: garbage_collection_threshold must be in (0.0, 1.0), "
-                    "but got ", value, NPU_ERROR_SUFFIX);
+                    "but got ",
+                    value, NPU_ERROR_SUFFIX);
   return t;
 }
 
@@ -98,13 +102,20 @@ bool parseBool(std::string_view key, std::string_view value) {
 // that configurations written for torch_npu work unchanged, without effect
 // here (warned once per process).
 constexpr std::string_view kAcceptedWithoutEffect[] = {
-    "roundup_power2_divisions",      "pinned_use_background_threads",
-    "large_segment_size_mb",         "max_non_split_rounding_mb",
-    "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb",
-    "pin_memory_expandable_segments", "pinned_mem_register",
-    "base_addr_aligned_kb",          "page_size",
-    "segment_size_mb",               "multi_stream_lazy_reclaim",
-    "pinned_reserve_segment_size_mb", "release_lock_on_npumalloc",
+    "roundup_power2_divisions",
+    "pinned_use_background_threads",
+    "large_segment_size_mb",
+    "max_non_split_rounding_mb",
+    "pinned_max_round_threshold_mb",
+    "pinned_max_cached_size_mb",
+    "pin_memory_expandable_segments",
+    "pinned_mem_register",
+    "base_addr_aligned_kb",
+    "page_size",
+    "segment_size_mb",
+    "multi_stream_lazy_reclaim",
+    "pinned_reserve_segment_size_mb",
+    "release_lock_on_npumalloc",
     "throw_on_npumalloc_oom",
 };
 
@@ -133,7 +144,8 @@ AllocatorConfig& current(ConfigState& s) {
     const char* accEnv = std::getenv("PYTORCH_ALLOC_CONF");
     TORCH_CHECK_VALUE(npuEnv == nullptr || accEnv == nullptr,
                       "Both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF have been set, please "
-                      "set only one of them.", NPU_ERROR_SUFFIX);
+                      "set only one of them.",
+                      NPU_ERROR_SUFFIX);
     const char* env = npuEnv != nullptr ? npuEnv : accEnv;
     s.config = parseAllocatorConfig(env == nullptr ? "" : env);
   }
@@ -160,18 +172,21 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
     } else if (key == "expandable_segments") {
       out.expandableSegments = parseBool(key, value);
       if (out.expandableSegments) {
-        TORCH_WARN_ONCE("PYTORCH_NPU_ALLOC_CONF: expandable_segments:True is accepted but the "
-                        "simulated NPU has no virtual memory: segments are not expandable.");
+        TORCH_WARN_ONCE(
+            "PYTORCH_NPU_ALLOC_CONF: expandable_segments:True is accepted but the "
+            "simulated NPU has no virtual memory: segments are not expandable.");
       }
     } else if (acceptedWithoutEffect(key)) {
-      TORCH_CHECK_VALUE(!value.empty(), "PYTORCH_NPU_ALLOC_CONF: ", key, " needs a value, but got ''",
-                        NPU_ERROR_SUFFIX);
+      TORCH_CHECK_VALUE(!value.empty(), "PYTORCH_NPU_ALLOC_CONF: ", key,
+                        " needs a value, but got ''", NPU_ERROR_SUFFIX);
       TORCH_WARN_ONCE("PYTORCH_NPU_ALLOC_CONF: torch_npu's hardware tuning options (here '", key,
                       "') are accepted but have no effect on the simulated NPU.");
     } else {
-      TORCH_CHECK_VALUE(false, "Unrecognized key '", key, "' in NPU allocator config ",
-                        "(PYTORCH_NPU_ALLOC_CONF); supported: max_split_size_mb, ",
-                        "garbage_collection_threshold, per_process_memory_fraction, expandable_segments", NPU_ERROR_SUFFIX);
+      TORCH_CHECK_VALUE(
+          false, "Unrecognized key '", key, "' in NPU allocator config ",
+          "(PYTORCH_NPU_ALLOC_CONF); supported: max_split_size_mb, ",
+          "garbage_collection_threshold, per_process_memory_fraction, expandable_segments",
+          NPU_ERROR_SUFFIX);
     }
   }
   return out;

@@ -85,8 +85,9 @@ void initPools(py::module_& m) {
   // use_mem_pool: routes the calling thread's allocations (on any stream).
   m.def("_npu_beginAllocateCurrentThreadToPool", [](int64_t device, const PoolId& id) {
     const std::thread::id self = std::this_thread::get_id();
-    alloc::beginAllocateToPool(checkedDeviceIndex(device), poolId(id),
-                               [self](const NPUStream&) { return std::this_thread::get_id() == self; });
+    alloc::beginAllocateToPool(checkedDeviceIndex(device), poolId(id), [self](const NPUStream&) {
+      return std::this_thread::get_id() == self;
+    });
   });
   m.def("_npu_endAllocateToPool", [](int64_t device, const PoolId& id) {
     alloc::endAllocateToPool(checkedDeviceIndex(device), poolId(id));
