@@ -145,6 +145,8 @@ void initMemory(py::module_& m) {
     d["num_host_free"] = st.num_host_free;
     return d;
   });
+  m.def("_npu_hostEmptyCache", [] { NPUHostAllocator::emptyCache(); },
+        py::call_guard<py::gil_scoped_release>());
   initPools(m);
 }
 

@@ -234,6 +234,10 @@ def test_allocator_backend_and_host_stats():
                           "num_host_free"}
     assert stats["active_bytes.current"] >= 4096 and stats["num_host_alloc"] >= 1
     del t
+    torch.npu.host_empty_cache()
+    after = torch.npu.host_memory_stats()
+    assert after["num_host_free"] > stats["num_host_free"]
+    assert after["allocated_bytes.current"] < stats["allocated_bytes.current"]
 
 
 def test_out_of_memory_error_type_and_1eb_message():
