@@ -156,6 +156,8 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
   if (!npu.has_storage()) return npu;
   if (NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) return cpuAlias(npu);
+  // See Note [Memory held by queued tasks].
+  if (npu.storage().data_ptr().get() != nullptr) noteHeldByTask(stream);
   at::Tensor held = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(npu.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), npu.dtype());
   held.unsafeGetTensorImpl()->set_sizes_and_strides(npu.sizes(), npu.strides(),
