@@ -40,6 +40,8 @@ inline constexpr const char* kMemcpyD2H = "memcpy/npuMemcpy_D2H";
 inline constexpr const char* kMemcpyAsyncD2D = "memcpy/npuMemcpyAsync_D2D+sync";
 inline constexpr const char* kMemcpyStd = "memcpy/std::memcpy";
 inline constexpr const char* kMemcpyStdSameBuffers = "memcpy/std::memcpy(D2D_buffers)";
+inline constexpr const char* kGraphEager = "graph/eager_100_launches+sync";
+inline constexpr const char* kGraphReplay = "graph/npuGraphLaunch_100_nodes+sync";
 
 // Counter holding the producer-side cost of one enqueue (see enqueue_bench.cpp).
 inline constexpr const char* kEnqueueCounter = "enq_ns_per_task";
@@ -47,6 +49,7 @@ inline constexpr const char* kEnqueueCounter = "enq_ns_per_task";
 void registerEnqueueBenchmarks();
 void registerSyncBenchmarks();
 void registerMemcpyBenchmarks();
+void registerGraphBenchmarks();
 // Frees the buffers the memcpy benchmarks allocate on first use.
 void releaseMemcpyBuffers();
 

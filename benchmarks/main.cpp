@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
   npubench::registerEnqueueBenchmarks();
   npubench::registerSyncBenchmarks();
   npubench::registerMemcpyBenchmarks();
+  npubench::registerGraphBenchmarks();
 
   npubench::CapturingReporter reporter(benchmark::CreateDefaultDisplayReporter());
   benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "api_common.h"
+#include "graph/capture.h"
 
 using namespace npurt::internal;
 
@@ -61,6 +62,9 @@ npuError_t npuGetDevice(int* device) {
 npuError_t npuDeviceSynchronize(void) {
   constexpr const char* kFn = "npuDeviceSynchronize";
   return guarded(kFn, [&](Runtime& rt) {
+    // Note [Stream capture]: refused while a capture forbids unsafe calls
+    // (captured work is not enqueued, so this would not wait for it).
+    if (const npuError_t s = checkUnsafeCall(kFn); s != npuSuccess) return s;
     Device& device = rt.device(Runtime::currentDevice());
     // A snapshot: streams created after this call are not waited for, as
     // work enqueued after it is not. Every stream's ticket count is taken

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "api_common.h"
+#include "graph/capture.h"
 
 using namespace npurt::internal;
 
@@ -9,10 +10,21 @@ namespace {
 
 constexpr unsigned kKnownEventFlags = npuEventBlockingSync | npuEventDisableTiming;
 
+// Note [Stream capture]: an event last recorded in a capture has no version
+// to query, synchronize or time.
+npuError_t refuseCaptured(const char* fn, const Event& event) {
+  const std::shared_ptr<const CapturedRecord> record = event.captured();
+  if (record == nullptr) return npuSuccess;
+  return fail(npuErrorCapturedEvent, fn,
+              "event " + std::to_string(event.id()) + " was last recorded in capture " +
+                  std::to_string(record->captureId) + "; record it outside a capture first");
+}
+
 // Shared checks of ElapsedTime and GetTimestamp: timing enabled, recorded,
 // complete. On success `version` is the completed latest version.
 npuError_t completedTimedVersion(const char* fn, const Event& event,
                                  std::shared_ptr<EventVersion>& version) {
+  if (const npuError_t s = refuseCaptured(fn, event); s != npuSuccess) return s;
   if (event.timingDisabled()) {
     return fail(npuErrorTimingDisabled, fn,
                 "event " + std::to_string(event.id()) + " was created with npuEventDisableTiming");
@@ -58,6 +70,11 @@ npuError_t npuEventRecord(npuEvent_t eventHandle, npuStream_t streamHandle) {
     if (event == nullptr) return invalidEvent(kFn, eventHandle);
     Stream* stream = findStreamCached(rt, streamHandle);
     if (stream == nullptr) return invalidStream(kFn, streamHandle);
+    if (stream->capturing()) [[unlikely]] {
+      // Recorded into the capture: an edge for the streams that wait on it.
+      const CaptureOutcome outcome = captureRecord(*stream, *event, kFn);
+      if (outcome.handled) return outcome.status;
+    }
     // The new version is the latest from here on, before it is even queued:
     // a wait issued after this call returns binds to it.
     const std::shared_ptr<EventRecordTask> task = event->newVersion(*stream);
@@ -83,6 +100,9 @@ npuError_t npuEventQuery(npuEvent_t eventHandle) {
   return guarded(kFn, [&](Runtime& rt) {
     const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
     if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    if (event->maybeCaptured()) [[unlikely]] {
+      if (const npuError_t s = refuseCaptured(kFn, *event); s != npuSuccess) return s;
+    }
     const std::shared_ptr<EventVersion> version = event->latest();
     if (version != nullptr && !version->done()) {
       return fail(npuErrorNotReady, kFn, "the latest record has not completed");
@@ -96,6 +116,9 @@ npuError_t npuEventSynchronize(npuEvent_t eventHandle) {
   return guarded(kFn, [&](Runtime& rt) {
     const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
     if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    if (event->maybeCaptured()) [[unlikely]] {
+      if (const npuError_t s = refuseCaptured(kFn, *event); s != npuSuccess) return s;
+    }
     if (const std::shared_ptr<EventVersion> version = event->latest()) version->waitHost();
     return npuSuccess;
   });

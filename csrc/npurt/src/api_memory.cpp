@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api_common.h"
+#include "graph/capture.h"
 
 using namespace npurt::internal;
 
@@ -54,6 +55,8 @@ npuError_t npuMemcpy(void* dst, const void* src, size_t count, npuMemcpyKind kin
         s != npuSuccess) {
       return s;
     }
+    // Note [Stream capture]: potentially unsafe while a capture forbids it.
+    if (const npuError_t s = checkUnsafeCall(kFn); s != npuSuccess) return s;
     if (faults().fires(FaultKind::kCopy)) [[unlikely]]
       return injectedFault(kFn);
     copyBytes(dst, src, count);  // `range` keeps the allocations alive meanwhile
@@ -76,6 +79,12 @@ npuError_t npuMemcpyAsync(void* dst, const void* src, size_t count, npuMemcpyKin
         s != npuSuccess) {
       return s;
     }
+    if (stream->capturing()) [[unlikely]] {
+      const CaptureOutcome outcome = captureWork(*stream, kFn, [&] {
+        return makeMemcpyWork(dst, src, count, std::move(range.dst), std::move(range.src));
+      });
+      if (outcome.handled) return outcome.status;
+    }
     // An injected fault fails when the copy runs (Note [Fault injection]).
     const bool injected = faults().fires(FaultKind::kCopy);
     submit(rt, *stream,
@@ -93,6 +102,7 @@ npuError_t npuMemset(void* devPtr, int value, size_t count) {
     if (const npuError_t s = rt.memory.checkMemset(devPtr, count, range, kFn); s != npuSuccess) {
       return s;
     }
+    if (const npuError_t s = checkUnsafeCall(kFn); s != npuSuccess) return s;  // as npuMemcpy
     if (faults().fires(FaultKind::kCopy)) [[unlikely]]
       return injectedFault(kFn);
     std::memset(devPtr, value, count);
@@ -109,6 +119,11 @@ npuError_t npuMemsetAsync(void* devPtr, int value, size_t count, npuStream_t han
     CheckedRange range;
     if (const npuError_t s = rt.memory.checkMemset(devPtr, count, range, kFn); s != npuSuccess) {
       return s;
+    }
+    if (stream->capturing()) [[unlikely]] {
+      const CaptureOutcome outcome = captureWork(
+          *stream, kFn, [&] { return makeMemsetWork(devPtr, value, count, std::move(range.dst)); });
+      if (outcome.handled) return outcome.status;
     }
     const bool injected = faults().fires(FaultKind::kCopy);  // as npuMemcpyAsync
     submit(rt, *stream, makeTask<MemsetTask>(devPtr, value, count, std::move(range.dst), injected));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api_common.h"
+#include "graph/capture.h"
 
 using namespace npurt::internal;
 
@@ -38,12 +39,17 @@ npuError_t createStream(const char* fn, npuStream_t* stream, unsigned flags, int
   });
 }
 
-// Hot path: looks up the stream and enqueues the inline task made by make().
-template <typename Make>
-npuError_t launch(const char* fn, npuStream_t handle, Make&& make) {
+// Hot path: looks up the stream and enqueues the inline task made by make(),
+// or, on a capturing stream, records the node work made by capture().
+template <typename Make, typename Capture>
+npuError_t launch(const char* fn, npuStream_t handle, Make&& make, Capture&& capture) {
   return guarded(fn, [&](Runtime& rt) {
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(fn, handle);
+    if (stream->capturing()) [[unlikely]] {
+      const CaptureOutcome outcome = captureWork(*stream, fn, capture);
+      if (outcome.handled) return outcome.status;
+    }
     if (faults().fires(FaultKind::kLaunch)) [[unlikely]]
       return injectedFault(fn);
     submit(rt, *stream, make());
@@ -72,6 +78,7 @@ npuError_t npuStreamDestroy(npuStream_t handle) {
   return guardedRelease(kFn, [&](Runtime& rt) {
     std::shared_ptr<Stream> stream = findStream(rt, handle);
     if (stream == nullptr || !stream->beginDestroy()) return invalidStream(kFn, handle);
+    streamDestroyed(*stream);  // invalidates its capture, if it captures
     // Callbacks first, while the handle still works (they may enqueue).
     rt.runDestroyCallbacks(handle, stream->device());
     rt.streams.erase(stream->id());  // bumps the epoch: every thread's cache misses
@@ -88,6 +95,7 @@ npuError_t npuStreamQuery(npuStream_t handle) {
   return guarded(kFn, [&](Runtime& rt) {
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
+    if (const npuError_t s = refuseIfCapturing(*stream, kFn); s != npuSuccess) return s;
     // Idle first: the executor records a failure before it pops the
     // task, so a stream seen idle here has its failures visible below.
     const bool idle = stream->idle();
@@ -122,6 +130,7 @@ npuError_t npuStreamSynchronizeWithTimeout(npuStream_t handle, int64_t timeoutUs
     }
     std::shared_ptr<Stream> stream = findStream(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
+    if (const npuError_t s = refuseIfCapturing(*stream, kFn); s != npuSuccess) return s;
     // Timeouts beyond ~292 years are forever.
     const int64_t timeoutNs = timeoutUs > INT64_MAX / 1000 ? -1 : timeoutUs * 1000;
     // The work enqueued before this call, not idleness (Note [Stream
@@ -143,6 +152,9 @@ npuError_t npuStreamSynchronize(npuStream_t handle) {
   return guarded(kFn, [&](Runtime& rt) {
     std::shared_ptr<Stream> stream = findStream(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
+    // Its captured work is not enqueued: refused, never a hang (Note
+    // [Stream capture]).
+    if (const npuError_t s = refuseIfCapturing(*stream, kFn); s != npuSuccess) return s;
     stream->waitFinished(stream->enqueued(), -1);  // as above
     // Only after the work enqueued before the call has finished (Note [Task
     // failure rule]).
@@ -162,6 +174,11 @@ npuError_t npuStreamWaitEvent(npuStream_t handle, npuEvent_t eventHandle, unsign
     if (stream == nullptr) return invalidStream(kFn, handle);
     const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
     if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    if (stream->capturing() || event->maybeCaptured()) [[unlikely]] {
+      // A capturing stream, or an event recorded in a capture (a fork).
+      const CaptureOutcome outcome = captureWait(*stream, *event, kFn);
+      if (outcome.handled) return outcome.status;
+    }
     // Bind to the latest version now (Note [Event versioning]). Never
     // recorded or already complete: nothing to wait for.
     std::shared_ptr<EventVersion> version = event->latest();
@@ -220,7 +237,9 @@ npuError_t npuLaunchHostFunc(npuStream_t handle, npuHostFn_t fn, void* userData)
   if (fn == nullptr) {
     return guarded(kFn, [&](Runtime&) { return nullArgument(kFn, "fn"); });
   }
-  return launch(kFn, handle, [&] { return InlineTask::hostFunc(fn, userData); });
+  return launch(
+      kFn, handle, [&] { return InlineTask::hostFunc(fn, userData); },
+      [&] { return makeHostFnWork(fn, userData); });
 }
 
 npuError_t npuLaunchTask(npuStream_t handle, const npuTask* task) {
@@ -228,11 +247,16 @@ npuError_t npuLaunchTask(npuStream_t handle, const npuTask* task) {
   return guarded(kFn, [&](Runtime& rt) {
     if (task == nullptr) return nullArgument(kFn, "task");
     if (task->run == nullptr) return nullArgument(kFn, "task->run");
-    if ((task->flags & ~npuTaskCopyName) != 0u) {
+    if ((task->flags & ~(npuTaskCopyName | npuTaskNotReplayable)) != 0u) {
       return fail(npuErrorInvalidValue, kFn, "unknown task flags " + std::to_string(task->flags));
     }
     Stream* stream = findStreamCached(rt, handle);
     if (stream == nullptr) return invalidStream(kFn, handle);
+    if (stream->capturing()) [[unlikely]] {
+      // Note [Replayable tasks] in graph/node_work.h.
+      const CaptureOutcome outcome = captureTask(*stream, kFn, *task);
+      if (outcome.handled) return outcome.status;
+    }
     if (faults().fires(FaultKind::kLaunch)) [[unlikely]]
       return injectedFault(kFn);
     // On any error above or an exception here, release() is not called:

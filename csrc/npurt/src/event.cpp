@@ -91,8 +91,22 @@ std::shared_ptr<EventRecordTask> Event::newVersion(const Stream& stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Aliasing constructor: shares the task's control block, no allocation.
   latest_ = std::shared_ptr<EventVersion>(task, &task->version());
+  captured_.reset();
+  capturedFlag_.store(false, std::memory_order_relaxed);
   device_ = device;
   return task;
+}
+
+std::shared_ptr<const CapturedRecord> Event::captured() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return captured_;
+}
+
+void Event::setCaptured(std::shared_ptr<const CapturedRecord> record, int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  captured_ = std::move(record);
+  capturedFlag_.store(captured_ != nullptr, std::memory_order_relaxed);
+  device_ = device;
 }
 
 }  // namespace npurt::internal

@@ -143,6 +143,8 @@ class EventWaitTask final : public Task {
   std::shared_ptr<EventVersion> version_;
 };
 
+struct CapturedRecord;  // graph/capture.h
+
 class Event {
  public:
   Event(uint64_t id, unsigned flags) noexcept : id_(id), flags_(flags) {}
@@ -157,14 +159,25 @@ class Event {
   int device() const;
 
   // Makes a new version (recorded on `stream`) the latest and returns its
-  // record task for the caller to enqueue.
+  // record task for the caller to enqueue. Ends the captured state.
   std::shared_ptr<EventRecordTask> newVersion(const Stream& stream);
+
+  // Note [Stream capture]: the record made by a capture, if the event was
+  // last recorded in one (then it has no version to query or wait for
+  // outside that capture), else null.
+  std::shared_ptr<const CapturedRecord> captured() const;
+  void setCaptured(std::shared_ptr<const CapturedRecord> record, int device);
+  // captured() != null, without the mutex: the common "no" costs a relaxed
+  // load (a record racing with the caller is unordered with it anyway).
+  bool maybeCaptured() const noexcept { return capturedFlag_.load(std::memory_order_relaxed); }
 
  private:
   const uint64_t id_;
   const unsigned flags_;
-  mutable std::mutex mutex_;              // guards latest_, device_
+  mutable std::mutex mutex_;              // guards latest_, device_, captured_
   std::shared_ptr<EventVersion> latest_;  // aliases into an EventRecordTask
+  std::shared_ptr<const CapturedRecord> captured_;
+  std::atomic<bool> capturedFlag_{false};  // captured_ != null; written under mutex_
   int device_ = -1;
 };
 

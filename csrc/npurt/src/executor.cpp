@@ -349,9 +349,10 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
     return;
   }
   const bool isWork = kind == TaskKind::kWork;
-  // Note [Task failure rule]: work reaching the head of a failed stream is
-  // discarded; records and waits complete normally.
-  if (isWork && stream.hasFailure()) {
+  // Note [Task failure rule]: work (and graph launch control) reaching the
+  // head of a failed stream is discarded; records and waits complete
+  // normally.
+  if ((isWork || kind == TaskKind::kControl) && stream.hasFailure()) {
     task.discard();
     task.dispose();
     stream.queue().pop();

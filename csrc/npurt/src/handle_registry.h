@@ -4,10 +4,10 @@
 // Note [Handle encoding]
 // ~~~~~~~~~~~~~~~~~~~~~~
 // A handle is not a pointer: it is `tag | id`, with a per-type tag in the top
-// 16 bits (kStreamTag, kEventTag) and the id (1, 2, ..., never reused) below.
-// Tagged values are non-canonical addresses, so a handle that someone
-// dereferences faults at once, and a stream handle passed as an event (or
-// any garbage) fails the lookup instead of reaching an object.
+// 16 bits (kStreamTag, kEventTag, kGraphTag, kGraphExecTag) and the id (1, 2, ..., never reused)
+// below. Tagged values are non-canonical addresses, so a handle that someone dereferences faults at
+// once, and a stream handle passed as an event (or any garbage) fails the lookup instead of
+// reaching an object.
 //
 // Hot-path lookup: each thread caches its last successful lookup per type
 // (id, epoch, strong reference). The cache is valid while the registry's
@@ -33,8 +33,10 @@
 namespace npurt::internal {
 
 constexpr uint64_t kHandleTagMask = uint64_t{0xFFFF} << 48;
-constexpr uint64_t kStreamTag = uint64_t{0x5354} << 48;  // "ST"
-constexpr uint64_t kEventTag = uint64_t{0x4556} << 48;   // "EV"
+constexpr uint64_t kStreamTag = uint64_t{0x5354} << 48;     // "ST"
+constexpr uint64_t kEventTag = uint64_t{0x4556} << 48;      // "EV"
+constexpr uint64_t kGraphTag = uint64_t{0x4752} << 48;      // "GR"
+constexpr uint64_t kGraphExecTag = uint64_t{0x4758} << 48;  // "GX"
 
 template <typename T>
 class HandleRegistry {

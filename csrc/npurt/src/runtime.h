@@ -38,6 +38,9 @@
 
 namespace npurt::internal {
 
+class Graph;      // graph/graph.h
+class GraphExec;  // graph/exec.h
+
 // One simulated device.
 class Device {
  public:
@@ -111,6 +114,8 @@ class Runtime {
 
   HandleRegistry<Stream> streams{kStreamTag};
   HandleRegistry<Event> events{kEventTag};
+  HandleRegistry<Graph> graphs{kGraphTag};              // npuGraph_t
+  HandleRegistry<GraphExec> graphExecs{kGraphExecTag};  // npuGraphExec_t
   MemoryManager memory;
   Trace trace;
   std::atomic<uint32_t> globalDelayUs{0};  // npuSetTaskDelay; relaxed everywhere

@@ -154,6 +154,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
     delayOverrideUs_.store(us, std::memory_order_relaxed);
   }
 
+  // --- Capture (Note [Stream capture] in csrc/npurt/README.md) ---
+  // True while the stream records into a capture. A hint for the hot path
+  // (one relaxed load per launch): the capture registry decides, under its
+  // mutex, what a launch on a capturing stream does (graph/capture.h).
+  bool capturing() const noexcept { return capturing_.load(std::memory_order_relaxed); }
+  void setCapturing(bool on) noexcept { capturing_.store(on, std::memory_order_relaxed); }
+
   // The executor worker that ran the stream last, or -1; a wake-up hint
   // only (Note [Worker wake order] in executor.h). Thread-safe.
   int lastWorker() const noexcept { return lastWorker_.load(std::memory_order_relaxed); }
@@ -201,6 +208,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::atomic<int> lastWorker_{-1};
   std::atomic<bool> destroying_{false};
   std::atomic<bool> destroyed_{false};
+  std::atomic<bool> capturing_{false};  // written under the capture registry's mutex
 
   // Under mutex_: resets waitTarget_ and wakes every waiter (each one
   // publishes its target again if it still waits).

@@ -20,6 +20,13 @@ UserTask::UserTask(const npuTask& task) : Task(TaskKind::kWork), task_(task), na
 }
 
 int runUserTask(const npuTask& task, char* errorBuf, size_t errorBufSize) noexcept {
+  const int status = invokeUserRun(task, errorBuf, errorBufSize);
+  // release() runs exactly once, after run() (npuTask contract).
+  releaseUserTask(task);
+  return status;
+}
+
+int invokeUserRun(const npuTask& task, char* errorBuf, size_t errorBufSize) noexcept {
   int status = 0;
   // run() is a C function pointer, but C++ callers can still smuggle an
   // exception through it; it must become a task failure, not terminate an
@@ -33,8 +40,6 @@ int runUserTask(const npuTask& task, char* errorBuf, size_t errorBufSize) noexce
     std::snprintf(errorBuf, errorBufSize, "unknown exception");
     status = 1;
   }
-  // release() runs exactly once, after run() (npuTask contract).
-  releaseUserTask(task);
   return status;
 }
 

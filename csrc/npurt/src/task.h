@@ -39,6 +39,8 @@ enum class TaskKind : uint8_t {
   kWork,         // delayed, traced, discarded while the stream is in failure state
   kEventRecord,  // completes an event version; never discarded, never delayed
   kEventWait,    // parks the stream until a version completes; never discarded/delayed
+  kControl,      // graph launch bookkeeping (graph/exec.h): traced and discarded like
+                 // work, never delayed, never counted by fault injection
 };
 
 class Task {
@@ -90,6 +92,9 @@ TaskPtr makeTask(Args&&... args) {
 // Runs a user task (npuTask::run) and then its release, turning an
 // exception smuggled through the C function pointer into a failure.
 int runUserTask(const npuTask& task, char* errorBuf, size_t errorBufSize) noexcept;
+// Runs npuTask::run only (a graph node, which runs once per launch and is
+// released when its graph goes: Note [Replayable tasks] in graph/node_work.h).
+int invokeUserRun(const npuTask& task, char* errorBuf, size_t errorBufSize) noexcept;
 // Calls npuTask::release if set (a discarded task), swallowing exceptions.
 void releaseUserTask(const npuTask& task) noexcept;
 // Runs a host function, turning an exception into a failure.

@@ -38,6 +38,15 @@ const StatusName kStatuses[] = {
     {npuErrorHostMemoryNotRegistered, 14, "npuErrorHostMemoryNotRegistered"},
     {npuErrorRuntimeShutdown, 15, "npuErrorRuntimeShutdown"},
     {npuErrorNotSupported, 16, "npuErrorNotSupported"},
+    {npuErrorStreamCaptureUnsupported, 17, "npuErrorStreamCaptureUnsupported"},
+    {npuErrorStreamCaptureInvalidated, 18, "npuErrorStreamCaptureInvalidated"},
+    {npuErrorStreamCaptureUnjoined, 19, "npuErrorStreamCaptureUnjoined"},
+    {npuErrorStreamCaptureWrongThread, 20, "npuErrorStreamCaptureWrongThread"},
+    {npuErrorStreamCaptureIsolation, 21, "npuErrorStreamCaptureIsolation"},
+    {npuErrorCapturedEvent, 22, "npuErrorCapturedEvent"},
+    {npuErrorIllegalState, 23, "npuErrorIllegalState"},
+    {npuErrorStreamCaptureUnmatched, 24, "npuErrorStreamCaptureUnmatched"},
+    {npuErrorGraphExecUpdateFailure, 25, "npuErrorGraphExecUpdateFailure"},
     {npuErrorUnknown, 999, "npuErrorUnknown"},
 };
 

@@ -17,18 +17,20 @@
  *  - Device memory is host memory, allocated on demand; the per-device
  *    capacity NPU_SIM_MEMORY_MB (default 8192) is enforced.
  *
- * Handles (npuStream_t, npuEvent_t) are opaque 64-bit identifiers that are
- * never reused within a process. Every call validates them: a NULL, garbage
- * or destroyed handle yields npuErrorInvalidResourceHandle, never a crash.
+ * Handles (npuStream_t, npuEvent_t, npuGraph_t, npuGraphExec_t) are opaque
+ * 64-bit identifiers that are never reused within a process. Every call
+ * validates them: a NULL, garbage or destroyed handle yields
+ * npuErrorInvalidResourceHandle, never a crash.
  *
  * Error rule: every function returns an npuError_t. A failing call also
  * stores a human-readable message, retrievable on the same thread with
  * npuGetLastErrorMessage(). No function throws or aborts.
  *
  * Process exit (Note [Shutdown order]): once the runtime's atexit hook has
- * begun, npuFree, npuFreeHost, npuHostUnregister, npuEventDestroy and
- * npuStreamDestroy do nothing and return npuSuccess (so static destructors
- * may free); every other call returns npuErrorRuntimeShutdown.
+ * begun, npuFree, npuFreeHost, npuHostUnregister, npuEventDestroy,
+ * npuStreamDestroy, npuGraphDestroy and npuGraphExecDestroy do nothing and
+ * return npuSuccess (so static destructors may free); every other call
+ * returns npuErrorRuntimeShutdown.
  *
  * Thread safety: unless a function says otherwise, it may be called from any
  * number of host threads at once.
@@ -92,6 +94,40 @@ typedef enum npuError_t {
   npuErrorRuntimeShutdown = 15,
   /* Operation not supported by the simulated device. */
   npuErrorNotSupported = 16,
+  /* The operation is not permitted while a stream captures (Note [Stream
+   * capture]): synchronize or query of a capturing stream, a potentially
+   * unsafe call under a global or thread-local capture, a task launched
+   * with npuTaskNotReplayable. The capture concerned is invalidated.
+   * CUDA: cudaErrorStreamCaptureUnsupported. */
+  npuErrorStreamCaptureUnsupported = 17,
+  /* The capture was invalidated by an earlier error; it records nothing
+   * more and npuStreamEndCapture fails. CUDA:
+   * cudaErrorStreamCaptureInvalidated. */
+  npuErrorStreamCaptureInvalidated = 18,
+  /* npuStreamEndCapture: a stream forked into the capture never joined the
+   * origin stream again. CUDA: cudaErrorStreamCaptureUnjoined. */
+  npuErrorStreamCaptureUnjoined = 19,
+  /* npuStreamEndCapture of a global or thread-local capture from a thread
+   * other than the one that began it. CUDA: cudaErrorStreamCaptureWrongThread. */
+  npuErrorStreamCaptureWrongThread = 20,
+  /* A capturing stream waited on work outside its capture (an incomplete
+   * event version recorded outside it, or an event of another capture).
+   * CUDA: cudaErrorStreamCaptureIsolation. */
+  npuErrorStreamCaptureIsolation = 21,
+  /* The event was last recorded in a capture: it has no version to query,
+   * synchronize or time until it is recorded outside a capture again.
+   * CUDA: cudaErrorCapturedEvent. */
+  npuErrorCapturedEvent = 22,
+  /* npuStreamBeginCapture of a stream that already captures, or an
+   * npuStreamEndCapture / scope or group end without its begin. CUDA:
+   * cudaErrorIllegalState. */
+  npuErrorIllegalState = 23,
+  /* npuStreamEndCapture on a stream that joined a capture instead of the
+   * stream that began it. CUDA: cudaErrorStreamCaptureUnmatched. */
+  npuErrorStreamCaptureUnmatched = 24,
+  /* npuGraphExecUpdateTaskGroup: the new tasks do not match the group
+   * (count or node kind). CUDA: cudaErrorGraphExecUpdateFailure. */
+  npuErrorGraphExecUpdateFailure = 25,
   /* Internal error (a bug in npurt). */
   npuErrorUnknown = 999
 } npuError_t;
@@ -270,13 +306,155 @@ typedef struct npuTask {
 /* Task flag: copy name (otherwise it must be a string with static storage
  * duration, e.g. a literal or an operator schema name). */
 #define npuTaskCopyName 0x1u
+/* Task flag: run() consumes userData and cannot run twice. Launching such a
+ * task on a capturing stream fails with npuErrorStreamCaptureUnsupported and
+ * invalidates the capture (Note [Replayable tasks]); eager launches ignore
+ * the flag. */
+#define npuTaskNotReplayable 0x2u
 
 /* Enqueues a task. On error the task is not enqueued and release() is NOT
- * called (the caller still owns userData). Without npuTaskCopyName, npurt
+ * called (the caller still owns userData). On a capturing stream the task is
+ * recorded instead (Note [Replayable tasks]): run() is then called once per
+ * launch of a graph made from the capture, and release() once, when the
+ * capture fails or the graph and every graph exec holding the task are
+ * destroyed. Without npuTaskCopyName, npurt
  * remembers each distinct (name, run, release) for the life of the process
  * (up to 4096 of them), so that such tasks are enqueued without allocating;
  * more distinct triples work too, with one more ring entry each. */
 NPURT_API npuError_t npuLaunchTask(npuStream_t stream, const npuTask* task);
+
+/* ------------------------------------------------------------------------ */
+/* Stream capture and graphs (Note [Stream capture], Note [Graph launch])   */
+/* ------------------------------------------------------------------------ */
+
+/* A graph: the work recorded by a capture, as nodes with dependencies.
+ * An executable graph: a graph prepared for launching. Both are validated
+ * handles like streams and events (npuErrorInvalidResourceHandle). CUDA:
+ * cudaGraph_t, cudaGraphExec_t. */
+typedef struct npuGraph_st* npuGraph_t;
+typedef struct npuGraphExec_st* npuGraphExec_t;
+/* A task group recorded during a capture (npuStreamEndTaskGroup); 0 is
+ * never a group. No CUDA equivalent. */
+typedef uint64_t npuTaskGroup_t;
+
+/* Which threads a capture forbids potentially unsafe calls (npuMemcpy,
+ * npuMemset, npuDeviceSynchronize; Note [Stream capture]). CUDA:
+ * cudaStreamCaptureMode. */
+typedef enum npuStreamCaptureMode {
+  /* Every thread, while the capture lasts. */
+  npuStreamCaptureModeGlobal = 0,
+  /* The thread that began the capture. */
+  npuStreamCaptureModeThreadLocal = 1,
+  /* No thread. */
+  npuStreamCaptureModeRelaxed = 2
+} npuStreamCaptureMode;
+
+/* CUDA: cudaStreamCaptureStatus. */
+typedef enum npuStreamCaptureStatus {
+  npuStreamCaptureStatusNone = 0,        /* not capturing */
+  npuStreamCaptureStatusActive = 1,      /* capturing */
+  npuStreamCaptureStatusInvalidated = 2  /* capturing, but invalidated: end it */
+} npuStreamCaptureStatus;
+
+/* Starts capturing on `stream`: from now on launches, host functions, async
+ * copies and memsets, event records and event waits issued on it are
+ * recorded, not run, until npuStreamEndCapture. Work queued before the call
+ * still runs. Errors: npuErrorInvalidValue (unknown mode),
+ * npuErrorIllegalState (already capturing, or part of another capture).
+ * Thread-safe. CUDA: cudaStreamBeginCapture. */
+NPURT_API npuError_t npuStreamBeginCapture(npuStream_t stream, npuStreamCaptureMode mode);
+
+/* Ends the capture begun on `stream`; every stream that joined it stops
+ * capturing. [out] graph: the recorded graph (NULL on error; owned by the
+ * caller, npuGraphDestroy). Errors: npuErrorIllegalState (not capturing),
+ * npuErrorStreamCaptureUnmatched (a joined stream, not the origin),
+ * npuErrorStreamCaptureWrongThread (global/thread-local capture, other
+ * thread; the capture goes on), npuErrorStreamCaptureInvalidated (an earlier
+ * error invalidated it; the message says which), npuErrorStreamCaptureUnjoined
+ * (a forked stream never joined back). On every error but WrongThread the
+ * capture is over and its tasks are released. Thread-safe.
+ * CUDA: cudaStreamEndCapture. */
+NPURT_API npuError_t npuStreamEndCapture(npuStream_t stream, npuGraph_t* graph);
+
+/* [out] status of the stream's capture. Thread-safe.
+ * CUDA: cudaStreamIsCapturing. */
+NPURT_API npuError_t npuStreamIsCapturing(npuStream_t stream, npuStreamCaptureStatus* status);
+
+/* As npuStreamIsCapturing, with [out] id, the process-unique id of the
+ * capture (0 when not capturing; may be NULL). Thread-safe.
+ * CUDA: cudaStreamGetCaptureInfo. */
+NPURT_API npuError_t npuStreamGetCaptureInfo(npuStream_t stream, npuStreamCaptureStatus* status,
+                                             uint64_t* id);
+
+/* Task groups (for updating captured kernels' arguments later): nodes
+ * captured on `stream` between Begin and End form a group. Groups do not
+ * nest on one stream. End gives [out] group, valid for the graph the capture
+ * makes and every exec instantiated from it. Errors: npuErrorIllegalState
+ * (not capturing, or Begin twice / End without Begin). Thread-safe.
+ * No CUDA equivalent (CUDA updates one node at a time). */
+NPURT_API npuError_t npuStreamBeginTaskGroup(npuStream_t stream);
+NPURT_API npuError_t npuStreamEndTaskGroup(npuStream_t stream, npuTaskGroup_t* group);
+
+/* Replaces the tasks of a group's nodes in an exec: tasks[i] replaces the
+ * i-th node captured in the group, for every launch issued after this call
+ * (launches already issued keep the old tasks). Every node of the group must
+ * be a task node (npuLaunchTask) and count must equal the group's size, else
+ * npuErrorGraphExecUpdateFailure and nothing changes. On success the exec
+ * owns the new tasks (released as captured tasks are, Note [Replayable
+ * tasks]) and drops its references to the old ones; on error the caller
+ * keeps them. Errors also: npuErrorInvalidResourceHandle (exec),
+ * npuErrorInvalidValue (unknown group, NULL tasks with count > 0, a task
+ * without run). Thread-safe. CUDA: cudaGraphExecKernelNodeSetParams, for a
+ * whole group at once. */
+NPURT_API npuError_t npuGraphExecUpdateTaskGroup(npuGraphExec_t exec, npuTaskGroup_t group,
+                                                 const npuTask* tasks, size_t count);
+
+/* Fused scopes: nodes captured on `stream` between Begin and End become one
+ * node (named `name`, copied; NULL -> "fused") that runs them in capture
+ * order as one device task. Inside a scope the stream may not wait on
+ * events (npuErrorStreamCaptureUnsupported, invalidating the capture).
+ * Errors: npuErrorIllegalState (not capturing, nested Begin, End without
+ * Begin). Thread-safe. No CUDA equivalent. */
+NPURT_API npuError_t npuStreamBeginFusedScope(npuStream_t stream, const char* name);
+NPURT_API npuError_t npuStreamEndFusedScope(npuStream_t stream);
+
+/* [out] count: number of nodes of the graph. Thread-safe.
+ * CUDA: cudaGraphGetNodes(graph, NULL, &count). */
+NPURT_API npuError_t npuGraphGetNodeCount(npuGraph_t graph, size_t* count);
+
+/* Makes an executable graph of `graph` (which stays usable and may be
+ * destroyed independently). flags must be 0. The exec runs on the device of
+ * the capture's origin stream. Thread-safe.
+ * CUDA: cudaGraphInstantiate. */
+NPURT_API npuError_t npuGraphInstantiate(npuGraphExec_t* exec, npuGraph_t graph,
+                                         unsigned long long flags);
+
+/* Enqueues one run of the whole graph on `stream` (Note [Graph launch]):
+ * its nodes start after the work enqueued on the stream before, and after
+ * the previous launch of `exec`; independent nodes run concurrently on the
+ * device's executors; work enqueued on the stream afterwards (event records
+ * included) waits for every node. A failing node fails the launch stream
+ * (Note [Task failure rule]) and skips the nodes not started yet. Errors:
+ * npuErrorInvalidResourceHandle, npuErrorStreamCaptureUnsupported (stream
+ * is capturing; invalidates the capture). Thread-safe.
+ * CUDA: cudaGraphLaunch. */
+NPURT_API npuError_t npuGraphLaunch(npuGraphExec_t exec, npuStream_t stream);
+
+/* Destroys a graph. Execs made from it are unaffected; a captured task is
+ * released once neither the graph nor any exec holds it. Thread-safe.
+ * CUDA: cudaGraphDestroy. */
+NPURT_API npuError_t npuGraphDestroy(npuGraph_t graph);
+
+/* Destroys an exec. Launches already issued still run to completion.
+ * Thread-safe. CUDA: cudaGraphExecDestroy. */
+NPURT_API npuError_t npuGraphExecDestroy(npuGraphExec_t exec);
+
+/* Writes the graph as Graphviz DOT to `path`: one box per node (kind, name,
+ * parameters), one arrow per dependency; a fused scope is one node. flags
+ * must be 0. Errors: npuErrorInvalidValue (path NULL, file not writable).
+ * Thread-safe. CUDA: cudaGraphDebugDotPrint. */
+NPURT_API npuError_t npuGraphDebugDotPrint(npuGraph_t graph, const char* path,
+                                           unsigned int flags);
 
 /* ------------------------------------------------------------------------ */
 /* Events                                                                   */

@@ -90,6 +90,10 @@ int runInlineCallable(void* user, char* errorBuf, size_t errorBufSize) {
 
 // Enqueues a (possibly move-only) callable on a stream. `name` must have static storage
 // duration (a literal or an operator schema name) unless copyName is true.
+// On a capturing stream the callable is recorded instead: it is then invoked
+// (as an lvalue) once per launch of the graph and destroyed when the graph
+// and its execs are gone, so it must be callable repeatedly (Note
+// [Replayable tasks] in csrc/npurt/src/graph/node_work.h).
 // An exception thrown by f is captured as a task failure (npuErrorLaunchFailure
 // at the next query/synchronize of the stream). On error the callable is
 // destroyed here and the status returned; nothing is enqueued.
@@ -167,6 +171,26 @@ class EventHandle : public UniqueHandle<npuEvent_t, &npuEventDestroy> {
     return EventHandle(e);
   }
 };
+
+// Owner of a graph (npuStreamEndCapture) and of an executable graph
+// (npuGraphInstantiate); see Note [Stream capture] and Note [Graph launch].
+using GraphHandle = UniqueHandle<npuGraph_t, &npuGraphDestroy>;
+using GraphExecHandle = UniqueHandle<npuGraphExec_t, &npuGraphExecDestroy>;
+
+// Ends the capture begun on `stream` and returns its graph (throws
+// npurt::Error on failure).
+inline GraphHandle endCapture(npuStream_t stream) {
+  npuGraph_t graph = nullptr;
+  check(npuStreamEndCapture(stream, &graph));
+  return GraphHandle(graph);
+}
+
+// Instantiates `graph` (throws npurt::Error on failure).
+inline GraphExecHandle instantiate(npuGraph_t graph) {
+  npuGraphExec_t exec = nullptr;
+  check(npuGraphInstantiate(&exec, graph, 0));
+  return GraphExecHandle(exec);
+}
 
 // RAII switch of the calling thread's current device (restores on exit, also
 // when an exception unwinds).
