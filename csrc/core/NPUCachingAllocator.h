@@ -19,36 +19,52 @@
 #pragma once
 
 #include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "core/NPUStream.h"
 
 namespace c10_npu::NPUCachingAllocator {
 
-// Memory statistics of one device, named as torch.cuda.memory_stats names
-// them ("allocated_bytes.all.current", ...). All values are bytes or counts.
-struct DeviceStats {
-  int64_t allocated_bytes = 0;  // in use by tensors
-  int64_t max_allocated_bytes = 0;
-  int64_t reserved_bytes = 0;  // held from npurt (in use + cached)
-  int64_t max_reserved_bytes = 0;
-  int64_t active_blocks = 0;      // blocks in use
-  int64_t cached_blocks = 0;      // free blocks held for reuse
-  int64_t num_alloc_retries = 0;  // npuMalloc failures that freed the cache and retried
-  int64_t num_ooms = 0;           // allocations that raised OutOfMemoryError
-  int64_t num_allocs = 0;         // total allocations served
-};
+// Memory statistics of one device: c10's, as torch.cuda.memory_stats and
+// torch.accelerator.memory_stats report them. Definitions (CUDA's): for each
+// of all / small_pool / large_pool, `current`, `peak`, and the running totals
+// `allocated` (increases) and `freed` (decreases) of
+//   allocation, allocated_bytes  blocks handed out (rounded sizes) and not freed
+//   requested_bytes              bytes asked for by those blocks (unrounded)
+//   active, active_bytes         allocated blocks plus freed blocks still
+//                                awaiting other streams (record_stream)
+//   segment, reserved_bytes      segments held from npurt
+//   inactive_split(_bytes)       free pieces of split segments (not releasable)
+// plus num_alloc_retries (cache flushes after a failed npuMalloc), num_ooms,
+// num_sync_all_streams (releases that waited for streams), num_device_alloc /
+// num_device_free (npuMalloc / npuFree of segments), oversize_allocations /
+// oversize_segments (at least max_split_size) and max_split_size (-1: none).
+using DeviceStats = c10::CachingDeviceAllocator::DeviceStats;
 
-// The c10::Allocator registered for DeviceType::PrivateUse1. Thread-safe.
-c10::Allocator* get();
+// The allocator registered for DeviceType::PrivateUse1: a c10::DeviceAllocator,
+// so torch.accelerator.memory_* work on npu. Thread-safe.
+c10::DeviceAllocator* get();
 
 // Allocates on the current stream of `device`. Raises torch.OutOfMemoryError
 // (naming the requested size, capacity, allocated and reserved bytes) if
-// npurt is out of memory even after the cache was released. Thread-safe.
+// npurt is out of memory even after the cache was released, if the request
+// would exceed the per-process memory fraction, or if it is 1 EiB or more
+// ("Tried to allocate more than 1EB memory", as torch_npu). Thread-safe.
 c10::DataPtr allocate(size_t nbytes, c10::DeviceIndex device);
+// As allocate, on `stream` (and its device). Thread-safe.
+c10::DataPtr allocateOnStream(size_t nbytes, const NPUStream& stream);
+
+// torch.npu.caching_allocator_alloc / _delete: a block not owned by a
+// DataPtr. rawDelete of a pointer rawAlloc did not return raises. Both
+// thread-safe.
+void* rawAlloc(size_t nbytes, const NPUStream& stream);
+void rawDelete(void* ptr);
 
 // Tensor.record_stream: the block behind `ptr` (a pointer returned by this
 // allocator) must not be reused until the work queued on `stream` up to the
@@ -65,16 +81,49 @@ bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream);
 // torch_npu.erase_stream: removes a use recorded with recordStream. Thread-safe.
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
 
-// Releases all cached (unused) blocks of every device back to npurt.
-// Thread-safe.
-void emptyCache();
+// Releases the whole free segments of every device back to npurt: those of
+// the default pools and of private pools nobody uses any more; with a pool
+// id, those of that private pool only. Waits for the streams that last used
+// them first. Thread-safe.
+void emptyCache(c10::MempoolId_t pool = {0, 0});
 
+// Statistics (see DeviceStats). Thread-safe.
 DeviceStats getDeviceStats(c10::DeviceIndex device);
 void resetPeakStats(c10::DeviceIndex device);
 void resetAccumulatedStats(c10::DeviceIndex device);
 
-// Human-readable summary (torch.npu.memory_summary).
-std::string memorySummary(c10::DeviceIndex device);
+// (free, total) bytes of the device, as npuMemGetInfo. Thread-safe.
+std::pair<size_t, size_t> memGetInfo(c10::DeviceIndex device);
+
+// torch.npu.set_per_process_memory_fraction: the reserved bytes of `device`
+// may not exceed fraction * capacity; a segment that would cross the limit
+// is an out-of-memory error (after releasing the cache). Raises unless
+// 0 <= fraction <= 1. get returns the fraction in force (1.0 by default).
+// Thread-safe.
+void setMemoryFraction(double fraction, c10::DeviceIndex device);
+double getMemoryFraction(c10::DeviceIndex device);
+
+// Private pools (Note [Private memory pools] in NPUBlockPool.h): the API an
+// NPUGraph capture and torch.npu.MemPool use. All thread-safe.
+//
+// A new id for a user pool, {0, n} with n unique in the process (ids of
+// graph-owned pools, {n, 0}, come from the graph).
+c10::MempoolId_t newMempoolId();
+// Creates the pool on `device` with use count 1, or increments its count.
+void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id);
+// From now on, allocations on `device` whose current stream `filter` accepts
+// (called on the allocating thread, under the device lock: it must be quick
+// and must not allocate) come from pool `id`, created if needed; takes a use.
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                         std::function<bool(const NPUStream&)> filter);
+// Stops the routing of the newest beginAllocateToPool of `id` (does not drop
+// the use: call releasePool for that, as CUDA's graphs and use_mem_pool do).
+void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
+// Drops one use. At zero, the pool's free segments go back to npurt at the
+// next emptyCache; blocks still allocated from it return to it when freed.
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
+// The pool's use count; 0 if it does not exist (any more).
+int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
 
 }  // namespace c10_npu::NPUCachingAllocator
 
@@ -95,11 +144,14 @@ bool isPinnedPtr(const void* ptr);
 
 void emptyCache();
 
-// Bytes of pinned memory held from npurt (in use and cached) and in use, by
-// rounded block size (Note [Pinned block sizes]). Thread-safe.
+// Pinned memory held from npurt (in use and cached) and in use, in rounded
+// block sizes (Note [Pinned block sizes]), and allocation counts, as
+// torch.cuda.host_memory_stats names them. Thread-safe.
 struct HostStats {
   int64_t reserved_bytes = 0;
   int64_t allocated_bytes = 0;
+  int64_t num_host_alloc = 0;  // npuMallocHost calls
+  int64_t num_host_free = 0;   // npuFreeHost calls
 };
 HostStats stats();
 

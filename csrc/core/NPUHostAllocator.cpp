@@ -88,6 +88,8 @@ class HostAllocator {
   std::map<uintptr_t, std::unique_ptr<HostBlock>> blocks_;    // all blocks, by address
   std::unordered_map<size_t, std::vector<HostBlock*>> free_;  // reusable, by size
   std::vector<HostBlock*> pending_;                           // freed, events outstanding
+  int64_t numHostAlloc_ = 0;                                  // npuMallocHost calls that succeeded
+  int64_t numHostFree_ = 0;                                   // npuFreeHost calls that succeeded
 };
 
 // Leaked on purpose (like the device allocator): pinned tensors may be freed
@@ -143,6 +145,7 @@ c10::DataPtr HostAllocator::allocate(size_t nbytes) {
   auto owned = std::make_unique<HostBlock>(ptr, size);
   owned->allocated = true;
   std::lock_guard<std::mutex> lock(mutex_);
+  ++numHostAlloc_;
   blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), std::move(owned));
   return c10::DataPtr(ptr, ptr, &rawDelete, cpu);
 }
@@ -255,6 +258,7 @@ void HostAllocator::releaseFree() {
         kept.push_back(block);
         continue;
       }
+      ++numHostFree_;
       blocks_.erase(reinterpret_cast<uintptr_t>(block->ptr));
     }
     list.swap(kept);
@@ -270,6 +274,8 @@ void HostAllocator::emptyCache() {
 HostStats HostAllocator::stats() {
   std::lock_guard<std::mutex> lock(mutex_);
   HostStats st;
+  st.num_host_alloc = numHostAlloc_;
+  st.num_host_free = numHostFree_;
   for (const auto& [address, block] : blocks_) {
     st.reserved_bytes += static_cast<int64_t>(block->size);
     if (block->allocated) st.allocated_bytes += static_cast<int64_t>(block->size);

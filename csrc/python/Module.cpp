@@ -53,21 +53,6 @@ NPUStream unpack(int64_t stream_id, int64_t device_index, int64_t device_type) {
                             static_cast<c10::DeviceType>(device_type));
 }
 
-py::dict memoryStats(int64_t device) {
-  const auto s = NPUCachingAllocator::getDeviceStats(checkedDeviceIndex(device));
-  py::dict d;
-  d["allocated_bytes.all.current"] = s.allocated_bytes;
-  d["allocated_bytes.all.peak"] = s.max_allocated_bytes;
-  d["reserved_bytes.all.current"] = s.reserved_bytes;
-  d["reserved_bytes.all.peak"] = s.max_reserved_bytes;
-  d["active.all.current"] = s.active_blocks;
-  d["inactive_split.all.current"] = s.cached_blocks;
-  d["num_alloc_retries"] = s.num_alloc_retries;
-  d["num_ooms"] = s.num_ooms;
-  d["allocation.all.allocated"] = s.num_allocs;
-  return d;
-}
-
 // Gates for tests: a task that holds its stream until released. This is how
 // the tests prove that ops run on the device later, not on the calling thread,
 // without sleeping. See tests/python/test_ops.py.
@@ -258,15 +243,6 @@ void initModule(py::module_& m) {
     return py::make_tuple(static_cast<int>(c.mode), c.launchBlocking, c.perStreamQueue);
   });
 
-  // Memory.
-  m.def("_npu_memoryStats", &memoryStats);
-  m.def(
-      "_npu_emptyCache",
-      [] {
-        aten::detail::releaseDeferred();
-        NPUCachingAllocator::emptyCache();
-      },
-      py::call_guard<py::gil_scoped_release>());
   // Note [Host syncs of the op path].
   m.def("_npu_set_sync_debug_mode", [](int64_t mode) {
     TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode, expected one of 0,1,2",
@@ -281,19 +257,6 @@ void initModule(py::module_& m) {
     return py::make_tuple(st.total, byOp);
   });
   m.def("_npu_resetHostSyncStats", [] { resetHostSyncStats(); });
-  m.def("_npu_hostMemoryStats", [] {
-    const NPUHostAllocator::HostStats st = NPUHostAllocator::stats();
-    py::dict d;
-    d["reserved_bytes"] = st.reserved_bytes;
-    d["allocated_bytes"] = st.allocated_bytes;
-    return d;
-  });
-  m.def("_npu_resetPeakMemoryStats",
-        [](int64_t d) { NPUCachingAllocator::resetPeakStats(checkedDeviceIndex(d)); });
-  m.def("_npu_resetAccumulatedMemoryStats",
-        [](int64_t d) { NPUCachingAllocator::resetAccumulatedStats(checkedDeviceIndex(d)); });
-  m.def("_npu_memorySummary",
-        [](int64_t d) { return NPUCachingAllocator::memorySummary(checkedDeviceIndex(d)); });
   m.def("_npu_eraseStream", [](const at::Tensor& t, int64_t id, int64_t idx, int64_t type) {
     TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
                 "erase_stream expects an npu tensor, but got a tensor on ", t.device(),
@@ -314,10 +277,12 @@ void initModule(py::module_& m) {
 
 void initStreams(py::module_& m);  // Streams.cpp
 void initNpurt(py::module_& m);    // Npurt.cpp
+void initMemory(py::module_& m);   // Memory.cpp
 }  // namespace c10_npu::python
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native extension (simulated NPU backend)";
   c10_npu::python::initModule(m);
   c10_npu::python::initStreams(m), c10_npu::python::initNpurt(m);
+  c10_npu::python::initMemory(m);
 }

@@ -104,14 +104,17 @@ TEST_F(AllocatorTest, ZeroBytesGiveNullptrOnTheRightDevice) {
   alloc::recordStream(a, c10_npu::getStreamFromPool(false, kDevice));  // no-op
 }
 
-TEST_F(AllocatorTest, HugeBlockIsNotUsedForTinyRequest) {
-  c10::DataPtr big = alloc::allocate(size_t{8} << 20, kDevice);
-  void* p = big.get();
+// A free block larger than the request is split, not wasted (Note
+// [Allocator segments and splitting]); the rest serves the next request.
+TEST_F(AllocatorTest, LargeFreeBlockIsSplitForSmallerRequest) {
+  c10::DataPtr big = alloc::allocate(size_t{8} << 20, kDevice);  // from a 20 MiB segment
+  auto* p = static_cast<char*>(big.get());
   big.clear();
-  c10::DataPtr small = alloc::allocate(size_t{2} << 20, kDevice);
-  EXPECT_NE(small.get(), p);
-  c10::DataPtr fits = alloc::allocate(size_t{5} << 20, kDevice);
-  EXPECT_EQ(fits.get(), p);
+  c10::DataPtr first = alloc::allocate(size_t{2} << 20, kDevice);
+  EXPECT_EQ(first.get(), p);
+  c10::DataPtr second = alloc::allocate(size_t{5} << 20, kDevice);
+  EXPECT_EQ(second.get(), p + (size_t{2} << 20));
+  EXPECT_EQ(alloc::getDeviceStats(kDevice).segment[0].current, 1);
 }
 
 TEST_F(AllocatorTest, OtherStreamDoesNotReuseCachedBlock) {
@@ -170,7 +173,7 @@ TEST_F(AllocatorTest, RecordOnAllocationStreamIsNoOp) {
 TEST_F(AllocatorTest, OutOfMemoryRaisesAndAllocatorRecovers) {
   c10::DataPtr cached = alloc::allocate(size_t{4} << 20, kDevice);
   cached.clear();
-  ASSERT_EQ(alloc::getDeviceStats(kDevice).cached_blocks, 1);
+  ASSERT_EQ(alloc::getDeviceStats(kDevice).segment[0].current, 1);  // cached
 
   // More than the default 8 GiB capacity: the capacity check fails before
   // any memory is touched.
@@ -187,43 +190,44 @@ TEST_F(AllocatorTest, OutOfMemoryRaisesAndAllocatorRecovers) {
   alloc::DeviceStats s = alloc::getDeviceStats(kDevice);
   EXPECT_EQ(s.num_ooms, 1);
   EXPECT_EQ(s.num_alloc_retries, 1);
-  EXPECT_EQ(s.cached_blocks, 0) << "the retry releases the cache";
-  EXPECT_EQ(s.reserved_bytes, 0);
+  EXPECT_EQ(s.segment[0].current, 0) << "the retry releases the cache";
+  EXPECT_EQ(s.reserved_bytes[0].current, 0);
 
   c10::DataPtr after = alloc::allocate(1 << 20, kDevice);
   EXPECT_NE(after.get(), nullptr);
-  EXPECT_EQ(alloc::getDeviceStats(kDevice).active_blocks, 1);
+  EXPECT_EQ(alloc::getDeviceStats(kDevice).allocation[0].current, 1);
 }
 
+// Exact statistics are tested in test_allocator_stats.cpp; this is the
+// basic bookkeeping of one small segment.
 TEST_F(AllocatorTest, StatsFollowAllocationsAndFrees) {
-  const alloc::DeviceStats before = alloc::getDeviceStats(kDevice);
   c10::DataPtr a = alloc::allocate(1000, kDevice);  // rounded to 1024
   c10::DataPtr b = alloc::allocate(3000, kDevice);  // rounded to 3072
   alloc::DeviceStats s = alloc::getDeviceStats(kDevice);
-  EXPECT_EQ(s.allocated_bytes - before.allocated_bytes, 4096);
-  EXPECT_EQ(s.reserved_bytes - before.reserved_bytes, 4096);
-  EXPECT_EQ(s.active_blocks - before.active_blocks, 2);
-  EXPECT_EQ(s.num_allocs, 2);
+  EXPECT_EQ(s.allocated_bytes[0].current, 4096);
+  EXPECT_EQ(s.requested_bytes[0].current, 4000);
+  EXPECT_EQ(s.reserved_bytes[0].current, int64_t{2} << 20);  // one small segment
+  EXPECT_EQ(s.allocation[0].current, 2);
+  EXPECT_EQ(s.allocation[0].allocated, 2);
 
   b.clear();
   s = alloc::getDeviceStats(kDevice);
-  EXPECT_EQ(s.allocated_bytes - before.allocated_bytes, 1024);
-  EXPECT_EQ(s.max_allocated_bytes - before.allocated_bytes, 4096);
-  EXPECT_EQ(s.reserved_bytes - before.reserved_bytes, 4096);
-  EXPECT_EQ(s.cached_blocks, 1);
-  EXPECT_EQ(s.active_blocks - before.active_blocks, 1);
+  EXPECT_EQ(s.allocated_bytes[0].current, 1024);
+  EXPECT_EQ(s.allocated_bytes[0].peak, 4096);
+  EXPECT_EQ(s.allocated_bytes[0].freed, 3072);
+  EXPECT_EQ(s.reserved_bytes[0].current, int64_t{2} << 20);
+  // b merged with the segment's free rest: one inactive split block.
+  EXPECT_EQ(s.inactive_split[0].current, 1);
+  EXPECT_EQ(s.inactive_split_bytes[0].current, (int64_t{2} << 20) - 1024);
+  EXPECT_EQ(s.allocation[0].current, 1);
 
   alloc::resetPeakStats(kDevice);
   s = alloc::getDeviceStats(kDevice);
-  EXPECT_EQ(s.max_allocated_bytes, s.allocated_bytes);
-  EXPECT_EQ(s.max_reserved_bytes, s.reserved_bytes);
+  EXPECT_EQ(s.allocated_bytes[0].peak, s.allocated_bytes[0].current);
+  EXPECT_EQ(s.reserved_bytes[0].peak, s.reserved_bytes[0].current);
 
   alloc::resetAccumulatedStats(kDevice);
-  EXPECT_EQ(alloc::getDeviceStats(kDevice).num_allocs, 0);
-
-  const std::string summary = alloc::memorySummary(kDevice);
-  EXPECT_NE(summary.find("Allocated memory"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("1.00 KiB"), std::string::npos) << summary;
+  EXPECT_EQ(alloc::getDeviceStats(kDevice).allocation[0].allocated, 0);
 }
 
 TEST_F(AllocatorTest, EmptyCacheReleasesCachedBlocksOnly) {
@@ -242,11 +246,11 @@ TEST_F(AllocatorTest, EmptyCacheReleasesCachedBlocksOnly) {
     npurt::DeviceGuard device(kDevice);
     npurt::check(npuMemGetInfo(&freeAfter, &total));
   }
-  EXPECT_EQ(freeAfter - freeBefore, size_t{3} << 20);
+  EXPECT_EQ(freeAfter - freeBefore, size_t{20} << 20);  // the 3 MiB block's 20 MiB segment
   alloc::DeviceStats s = alloc::getDeviceStats(kDevice);
-  EXPECT_EQ(s.cached_blocks, 0);
-  EXPECT_EQ(s.reserved_bytes, int64_t{1} << 20);
-  EXPECT_EQ(s.allocated_bytes, int64_t{1} << 20);
+  EXPECT_EQ(s.segment[0].current, 1);  // the small segment of `kept`
+  EXPECT_EQ(s.reserved_bytes[0].current, int64_t{2} << 20);
+  EXPECT_EQ(s.allocated_bytes[0].current, int64_t{1} << 20);
 }
 
 TEST_F(AllocatorTest, CAllocatorUsesCurrentDeviceAndRawInterface) {
@@ -336,10 +340,12 @@ TEST_F(AllocatorTest, ConcurrentAllocateRecordFreeKeepsStatsConsistent) {
   c10_npu::device_synchronize(kDevice);
   alloc::emptyCache();
   const alloc::DeviceStats s = alloc::getDeviceStats(kDevice);
-  EXPECT_EQ(s.allocated_bytes, before.allocated_bytes);
-  EXPECT_EQ(s.active_blocks, before.active_blocks);
-  EXPECT_EQ(s.cached_blocks, 0);
-  EXPECT_EQ(s.reserved_bytes, before.reserved_bytes);
+  EXPECT_EQ(s.allocated_bytes[0].current, before.allocated_bytes[0].current);
+  EXPECT_EQ(s.active[0].current, before.active[0].current);
+  EXPECT_EQ(s.inactive_split[0].current, 0);
+  EXPECT_EQ(s.reserved_bytes[0].current, before.reserved_bytes[0].current);
+  EXPECT_EQ(s.allocated_bytes[0].allocated - before.allocated_bytes[0].allocated,
+            s.allocated_bytes[0].freed - before.allocated_bytes[0].freed);
 }
 
 // Regression: the out-of-memory retry must see pending blocks (freed with

@@ -1,0 +1,51 @@
+// Configuration of the device caching allocator: PYTORCH_NPU_ALLOC_CONF and
+// torch.npu.memory._set_allocator_settings.
+//
+// Layer: framework core.
+//
+// The string is a comma-separated list of `key:value` options, as torch_npu
+// and PYTORCH_CUDA_ALLOC_CONF spell them:
+//   max_split_size_mb:<n>             blocks of at least n MiB are never split
+//                                     (n > 20); default unlimited
+//   garbage_collection_threshold:<t>  0 < t < 1: with a per-process memory
+//                                     fraction set, cached blocks that were not
+//                                     reused for long are released before the
+//                                     reserved memory exceeds t * the limit
+//   expandable_segments:<True|False>  accepted for compatibility; True behaves
+//                                     as False (warned once), see README
+// A bad option raises a ValueError-style c10::Error naming the option and the
+// value; the previous configuration then stays in force.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace c10_npu::NPUCachingAllocator {
+
+struct AllocatorConfig {
+  // Blocks of this size or larger are never split, and a request below it is
+  // never served by such a block. SIZE_MAX: no limit (CUDA's default).
+  size_t maxSplitSize = std::numeric_limits<size_t>::max();
+  // 0: no garbage collection. Only effective with a memory fraction set, as
+  // in CUDA's allocator (the threshold is a fraction of that limit).
+  double garbageCollectionThreshold = 0.0;
+  bool expandableSegments = false;  // accepted, not implemented
+};
+
+// Parses `conf` on top of `base` (options not named keep base's values).
+// Raises c10::ValueError naming the bad key or value. Thread-safe (pure).
+AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfig& base = {});
+
+// The configuration in force: PYTORCH_NPU_ALLOC_CONF read at the first call
+// (a bad value raises there, at every call, until fixed), then whatever
+// setAllocatorSettings applied. Thread-safe.
+AllocatorConfig allocatorConfig();
+
+// torch.npu.memory._set_allocator_settings: parses `conf` over the current
+// configuration and applies it to later allocations. Thread-safe.
+void setAllocatorSettings(const std::string& conf);
+
+}  // namespace c10_npu::NPUCachingAllocator

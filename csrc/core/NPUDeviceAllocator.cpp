@@ -1,0 +1,212 @@
+// The caching allocator as PyTorch sees it: a c10::DeviceAllocator
+// registered for PrivateUse1 (so torch.accelerator.memory_* work on npu), and
+// the public functions of NPUCachingAllocator.h.
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+
+#include "core/NPUCachingAllocator.h"
+#include "core/NPUDeviceCache.h"
+#include "core/NPUException.h"
+#include "core/NPUFunctions.h"
+#include "npurt/npurt.hpp"
+
+namespace c10_npu::NPUCachingAllocator {
+namespace detail {
+
+// Deleters run inside destructors and must not throw: a block whose free
+// fails (only possible once the runtime is shutting down) is left to the
+// process's exit.
+void rawDelete(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  Block* block = allocator().ptrs().take(ptr);
+  if (block == nullptr) {
+    // A pointer this allocator never handed out (or freed twice): a broken
+    // invariant of the caller. Leave the memory alone rather than corrupt it.
+    std::fprintf(stderr, "NPU caching allocator: free of unknown pointer %p ignored\n", ptr);
+    return;
+  }
+  try {
+    allocator().device(block->device).free(block);
+  } catch (...) {
+    // The runtime shut down under us (process exit): nothing to return to.
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::allocator;
+using detail::Block;
+
+c10::DeviceIndex currentDevice() {
+  int device = 0;
+  NPU_CHECK(npuGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+class NPUDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    return NPUCachingAllocator::allocate(nbytes, currentDevice());
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &detail::rawDelete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count == 0) return;
+    // npuMemcpy does not wait for streams; like cudaMemcpy (which waits for
+    // the legacy default stream), make the copy see the work queued so far.
+    device_synchronize(currentDevice());
+    NPU_CHECK(npuMemcpy(dest, src, count, npuMemcpyDeviceToDevice));
+  }
+  // The allocator needs no initialisation of its own: devices are set up
+  // lazily by their first allocation.
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t mempool_id) override {
+    NPUCachingAllocator::emptyCache(mempool_id);
+  }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    NPUCachingAllocator::recordStream(ptr, NPUStream(stream));
+  }
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return NPUCachingAllocator::getDeviceStats(device);
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    NPUCachingAllocator::resetAccumulatedStats(device);
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    NPUCachingAllocator::resetPeakStats(device);
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    return memGetInfo(device);
+  }
+};
+
+// Leaked: c10 keeps the pointer until process exit.
+NPUDeviceAllocator* deviceAllocator() {
+  static NPUDeviceAllocator* instance = std::make_unique<NPUDeviceAllocator>().release();
+  return instance;
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, deviceAllocator())
+
+Block* blockOf(const c10::DataPtr& ptr) {
+  if (ptr.get() == nullptr || ptr.get_deleter() != &detail::rawDelete) return nullptr;
+  Block* block = allocator().ptrs().find(ptr.get());
+  TORCH_INTERNAL_ASSERT(block != nullptr, "DataPtr ", ptr.get(),
+                        " has the npu caching allocator's deleter but is not allocated; "
+                        "was it freed through raw_deallocate while still owned?");
+  return block;
+}
+
+}  // namespace
+
+c10::DeviceAllocator* get() { return deviceAllocator(); }
+
+c10::DataPtr allocate(size_t nbytes, c10::DeviceIndex device) {
+  detail::DeviceState& state = allocator().device(device);
+  return state.allocate(nbytes, getCurrentNPUStream(checkedDeviceIndex(device)));
+}
+
+c10::DataPtr allocateOnStream(size_t nbytes, const NPUStream& stream) {
+  return allocator().device(stream.device_index()).allocate(nbytes, stream);
+}
+
+void* rawAlloc(size_t nbytes, const NPUStream& stream) {
+  c10::DataPtr ptr = allocateOnStream(nbytes, stream);
+  void* raw = ptr.get();
+  // The block is owned by the caller from here (rawDelete); the DataPtr must
+  // not free it.
+  (void)ptr.release_context();
+  return raw;
+}
+
+void rawDelete(void* ptr) {
+  if (ptr == nullptr) return;
+  TORCH_CHECK(allocator().ptrs().find(ptr) != nullptr, "caching_allocator_delete: ", ptr,
+              " is not a live allocation of the npu caching allocator", NPU_ERROR_SUFFIX);
+  detail::rawDelete(ptr);
+}
+
+void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
+  // Not ours (nullptr, from_blob, ...): nothing to protect, as CUDA does.
+  Block* block = blockOf(ptr);
+  if (block == nullptr) return;
+  allocator().device(block->device).recordStream(block, stream);
+}
+
+bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream) {
+  const Block* block = blockOf(ptr);
+  // device and stream are immutable while the block is allocated.
+  return block != nullptr && block->device == stream.device_index() && block->stream == stream.id();
+}
+
+void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
+  Block* block = blockOf(ptr);
+  if (block == nullptr) return;
+  allocator().device(block->device).eraseStream(block, stream);
+}
+
+void emptyCache(c10::MempoolId_t pool) {
+  detail::ReleaseRequest request;
+  if (pool.first != 0 || pool.second != 0) request.onlyPool = pool;
+  for (const auto& state : allocator().devices()) state->releaseCached(request);
+}
+
+DeviceStats getDeviceStats(c10::DeviceIndex device) { return allocator().device(device).stats(); }
+
+void resetPeakStats(c10::DeviceIndex device) { allocator().device(device).resetPeak(); }
+
+void resetAccumulatedStats(c10::DeviceIndex device) {
+  allocator().device(device).resetAccumulated();
+}
+
+std::pair<size_t, size_t> memGetInfo(c10::DeviceIndex device) {
+  device = checkedDeviceIndex(device);
+  (void)allocator().device(device);  // validates the index
+  npurt::DeviceGuard guard(device);
+  size_t free = 0;
+  size_t total = 0;
+  NPU_CHECK(npuMemGetInfo(&free, &total));
+  return {free, total};
+}
+
+void setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, "invalid fraction: ", fraction,
+                    ". Please set within [0, 1].", NPU_ERROR_SUFFIX);
+  allocator().device(device).setMemoryFraction(fraction);
+}
+
+double getMemoryFraction(c10::DeviceIndex device) {
+  return allocator().device(device).memoryFraction();
+}
+
+c10::MempoolId_t newMempoolId() {
+  static std::atomic<c10::CaptureId_t> next{1};
+  return {0, next.fetch_add(1, std::memory_order_relaxed)};  // relaxed: only uniqueness matters
+}
+
+void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  allocator().device(device).createOrIncrefPool(id);
+}
+
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                         std::function<bool(const NPUStream&)> filter) {
+  allocator().device(device).beginAllocateToPool(id, std::move(filter));
+}
+
+void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  allocator().device(device).endAllocateToPool(id);
+}
+
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  allocator().device(device).releasePool(id);
+}
+
+int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
+  return allocator().device(device).poolUseCount(id);
+}
+
+}  // namespace c10_npu::NPUCachingAllocator

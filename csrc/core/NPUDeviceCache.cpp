@@ -1,0 +1,459 @@
+// Allocation, splitting, merging, release and statistics of one device. See
+// Note [Allocator segments and splitting] (NPUBlockPool.h) and, for the
+// locks, Note [Allocator lock ordering] (NPUCachingAllocator.cpp).
+#include "core/NPUDeviceCache.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "core/NPUException.h"
+#include "core/NPUFunctions.h"
+#include "core/TaskQueue.h"
+
+namespace c10_npu::NPUCachingAllocator::detail {
+namespace {
+
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatTypes;
+
+void update(StatArray& stat, const StatTypes& types, int64_t delta) {
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!types[i]) continue;
+    if (delta >= 0) {
+      stat[i].increase(static_cast<size_t>(delta));
+    } else {
+      stat[i].decrease(static_cast<size_t>(-delta));
+    }
+  }
+}
+
+constexpr size_t kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+}  // namespace
+
+std::string formatSize(uint64_t bytes) {
+  char buf[64];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " bytes", bytes);
+  } else if (bytes < (uint64_t{1} << 20)) {
+    std::snprintf(buf, sizeof(buf), "%.2f KiB", static_cast<double>(bytes) / 1024.0);
+  } else if (bytes < (uint64_t{1} << 30)) {
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / 1073741824.0);
+  }
+  return buf;
+}
+
+DeviceState::DeviceState(c10::DeviceIndex device) : device_(device) {}
+
+// ---------------------------------------------------------------------------
+// Allocation
+// ---------------------------------------------------------------------------
+
+BlockPool& DeviceState::poolFor(size_t size, const NPUStream& stream) {
+  // See Note [Private memory pools]: newest routing first.
+  for (auto it = routes_.rbegin(); it != routes_.rend(); ++it) {
+    if (!it->second(stream)) continue;
+    auto pool = privatePools_.find(it->first);
+    if (pool == privatePools_.end()) continue;  // released under an active routing
+    return size <= kSmallSize ? pool->second->small : pool->second->large;
+  }
+  return size <= kSmallSize ? small_ : large_;
+}
+
+Block* DeviceState::takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t size,
+                                  const AllocatorConfig& config) {
+  if (config.garbageCollectionThreshold > 0.0 && allowedMaximum_.has_value()) {
+    for (Block* b : pool.blocks) ++b->gcAge;
+  }
+  auto it = pool.blocks.lower_bound(PoolLess::Key{stream, size, 0});
+  if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+  Block* block = *it;
+  // Oversize blocks (never split) serve only oversize requests, and only
+  // when little of them is wasted: CUDA's rule, so that max_split_size
+  // bounds fragmentation.
+  if (size < config.maxSplitSize && block->size >= config.maxSplitSize) return nullptr;
+  if (size >= config.maxSplitSize && block->size >= size + kLargeBuffer) return nullptr;
+  leavePool(block);
+  block->gcAge = 0;
+  return block;
+}
+
+Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t size,
+                                  const AllocatorConfig& config) {
+  const size_t bytes = segmentSize(size);
+  const int64_t reserved = stats_.reserved_bytes[kAggregate].current;
+  if (allowedMaximum_.has_value() && static_cast<size_t>(reserved) + bytes > *allowedMaximum_) {
+    return nullptr;  // the per-process fraction is enforced like the capacity
+  }
+  npurt::DeviceGuard guard(device_);
+  void* ptr = nullptr;
+  const npuError_t status = npuMalloc(&ptr, bytes);
+  if (status == npuErrorMemoryAllocation) return nullptr;
+  NPU_CHECK(status);
+  ++stats_.num_device_alloc;
+  auto owned = std::make_unique<Block>(device_, stream, bytes, ptr, &pool);
+  Block* block = owned.get();
+  blocks_.emplace(ptr, std::move(owned));
+  const StatTypes types = statTypes(pool);
+  update(stats_.segment, types, 1);
+  update(stats_.reserved_bytes, types, static_cast<int64_t>(bytes));
+  if (bytes >= config.maxSplitSize) {
+    stats_.oversize_segments.increase(1);
+    oversizeSegments_.insert(ptr);
+  }
+  if (pool.owner != nullptr) ++pool.owner->segments;
+  return block;
+}
+
+void DeviceState::splitFor(Block* block, size_t size, const AllocatorConfig& config) {
+  const size_t rest = block->size - size;
+  const bool split = block->pool->isSmall ? rest >= kMinBlockSize
+                                          : size < config.maxSplitSize && rest > kSmallSize;
+  if (!split) return;
+  void* restPtr = static_cast<char*>(block->ptr) + size;
+  auto owned = std::make_unique<Block>(device_, block->stream, rest, restPtr, block->pool);
+  Block* remainder = owned.get();
+  blocks_.emplace(restPtr, std::move(owned));
+  remainder->prev = block;
+  remainder->next = block->next;
+  if (block->next != nullptr) block->next->prev = remainder;
+  block->next = remainder;
+  block->size = size;
+  enterPool(remainder);
+}
+
+void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorConfig& config) {
+  block->state = BlockState::kAllocated;
+  block->requested = requested;
+  const StatTypes types = statTypes(*block->pool);
+  const auto size = static_cast<int64_t>(block->size);
+  update(stats_.allocation, types, 1);
+  update(stats_.allocated_bytes, types, size);
+  update(stats_.active, types, 1);
+  update(stats_.active_bytes, types, size);
+  update(stats_.requested_bytes, types, static_cast<int64_t>(requested));
+  block->oversize = block->size >= config.maxSplitSize;
+  if (block->oversize) stats_.oversize_allocations.increase(1);
+}
+
+Block* DeviceState::tryAllocate(size_t size, const NPUStream& stream,
+                                const AllocatorConfig& config) {
+  BlockPool& pool = poolFor(size, stream);
+  Block* block = takeFreeBlock(pool, stream.id(), size, config);
+  if (block == nullptr) block = mallocSegment(pool, stream.id(), size, config);
+  if (block != nullptr) splitFor(block, size, config);
+  return block;
+}
+
+bool DeviceState::gcNeeded(size_t nextSegment, const AllocatorConfig& config) const {
+  if (config.garbageCollectionThreshold <= 0.0 || !allowedMaximum_.has_value()) return false;
+  const auto reserved = static_cast<double>(stats_.reserved_bytes[kAggregate].current);
+  return reserved + static_cast<double>(nextSegment) >
+         config.garbageCollectionThreshold * static_cast<double>(*allowedMaximum_);
+}
+
+c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
+  const c10::Device dev(c10::DeviceType::PrivateUse1, device_);
+  if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &rawDelete, dev);
+  TORCH_CHECK_WITH(OutOfMemoryError, nbytes < kOneExaByte,
+                   "NPU out of memory. Tried to allocate more than 1EB memory.", NPU_ERROR_SUFFIX);
+  const AllocatorConfig config = allocatorConfig();
+  const size_t size = roundSize(nbytes);
+
+  processPending(/*synchronize=*/false);
+  Block* block = nullptr;
+  std::optional<size_t> gcTarget;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t segment = segmentSize(size);
+    if (gcNeeded(segment, config)) {
+      const double target = config.garbageCollectionThreshold * static_cast<double>(*allowedMaximum_);
+      gcTarget = static_cast<size_t>(std::max(0.0, target - static_cast<double>(segment)));
+      block = takeFreeBlock(poolFor(size, stream), stream.id(), size, config);
+      if (block != nullptr) splitFor(block, size, config);
+    } else {
+      block = tryAllocate(size, stream, config);
+    }
+    if (block != nullptr) markAllocated(block, nbytes, config);
+  }
+  if (block == nullptr && gcTarget.has_value()) {
+    // Garbage collection: give back the segments unused the longest before
+    // the reserved memory crosses the threshold.
+    releaseCached(ReleaseRequest{std::nullopt, gcTarget});
+    std::lock_guard<std::mutex> lock(mutex_);
+    block = tryAllocate(size, stream, config);
+    if (block != nullptr) markAllocated(block, nbytes, config);
+  }
+  if (block == nullptr) {
+    // Out of memory: give every cached segment of this device back (pending
+    // blocks once their events completed) and retry once.
+    releaseCached(ReleaseRequest{});
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.num_alloc_retries;
+    block = tryAllocate(size, stream, config);
+    if (block == nullptr) {
+      ++stats_.num_ooms;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, oomMessage(nbytes, segmentSize(size)),
+                       NPU_ERROR_SUFFIX);
+    }
+    markAllocated(block, nbytes, config);
+  }
+  allocator().ptrs().insert(block);
+  return c10::DataPtr(block->ptr, block->ptr, &rawDelete, dev);
+}
+
+std::string DeviceState::oomMessage(size_t nbytes, size_t segment) {
+  npuDeviceProp prop{};
+  const bool haveProp = npuGetDeviceProperties(&prop, device_) == npuSuccess;
+  const auto allocated = static_cast<uint64_t>(stats_.allocated_bytes[kAggregate].current);
+  const auto reserved = static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current);
+  std::ostringstream os;
+  os << "NPU out of memory. Tried to allocate " << formatSize(nbytes) << " (NPU "
+     << static_cast<int>(device_) << "; ";
+  if (haveProp) os << formatSize(prop.totalMemory) << " total capacity; ";
+  os << formatSize(allocated) << " already allocated; ";
+  if (haveProp) os << formatSize(prop.freeMemory) << " free; ";
+  if (allowedMaximum_.has_value()) {
+    os << formatSize(*allowedMaximum_) << " allowed by the per-process memory fraction "
+       << fraction_ << " (a " << formatSize(segment) << " segment would exceed it); ";
+  }
+  os << formatSize(reserved) << " reserved in total by PyTorch)";
+  return os.str();
+}
+
+// ---------------------------------------------------------------------------
+// Free, merge
+// ---------------------------------------------------------------------------
+
+void DeviceState::enterPool(Block* block) {
+  block->state = BlockState::kCached;
+  block->generation = nextGeneration_++;
+  block->pool->blocks.insert(block);
+  if (block->isSplit()) {
+    const StatTypes types = statTypes(*block->pool);
+    update(stats_.inactive_split, types, 1);
+    update(stats_.inactive_split_bytes, types, static_cast<int64_t>(block->size));
+  }
+}
+
+void DeviceState::leavePool(Block* block) {
+  block->pool->blocks.erase(block);
+  if (block->isSplit()) {
+    const StatTypes types = statTypes(*block->pool);
+    update(stats_.inactive_split, types, -1);
+    update(stats_.inactive_split_bytes, types, -static_cast<int64_t>(block->size));
+  }
+}
+
+void DeviceState::mergeInto(Block* dst, Block* src) {
+  // `src` is a cached neighbour of `dst`, already out of its pool.
+  if (src == dst->prev) {
+    auto node = blocks_.extract(dst->ptr);  // dst's key changes to src's address
+    dst->ptr = src->ptr;
+    dst->prev = src->prev;
+    if (dst->prev != nullptr) dst->prev->next = dst;
+    dst->size += src->size;
+    blocks_.erase(src->ptr);  // destroys src
+    node.key() = dst->ptr;
+    blocks_.insert(std::move(node));
+  } else {
+    dst->next = src->next;
+    if (dst->next != nullptr) dst->next->prev = dst;
+    dst->size += src->size;
+    blocks_.erase(src->ptr);
+  }
+}
+
+void DeviceState::freeBlock(Block* block) {
+  const StatTypes types = statTypes(*block->pool);
+  update(stats_.active, types, -1);
+  update(stats_.active_bytes, types, -static_cast<int64_t>(block->size));
+  update(stats_.requested_bytes, types, -static_cast<int64_t>(block->requested));
+  block->requested = 0;
+  for (Block* neighbour : {block->prev, block->next}) {
+    if (neighbour == nullptr || neighbour->state != BlockState::kCached) continue;
+    leavePool(neighbour);
+    mergeInto(block, neighbour);
+  }
+  enterPool(block);
+}
+
+// ---------------------------------------------------------------------------
+// Release
+// ---------------------------------------------------------------------------
+
+std::vector<std::pair<void*, uint64_t>> DeviceState::releaseCandidates(
+    const ReleaseRequest& request) {
+  std::vector<BlockPool*> pools;
+  if (request.onlyPool.has_value()) {
+    auto it = privatePools_.find(*request.onlyPool);
+    if (it != privatePools_.end()) pools = {&it->second->small, &it->second->large};
+  } else {
+    pools = {&small_, &large_};
+    if (!request.reserveTarget.has_value()) {
+      for (auto& [id, pool] : privatePools_) {
+        if (pool->useCount == 0) pools.insert(pools.end(), {&pool->small, &pool->large});
+      }
+    }
+  }
+  std::vector<Block*> whole;
+  for (BlockPool* pool : pools) {
+    for (Block* block : pool->blocks) {
+      if (!block->isSplit()) whole.push_back(block);
+    }
+  }
+  if (request.reserveTarget.has_value()) {
+    // Oldest first (most allocations since it was last used), then as many
+    // as bring the reserved memory down to the target.
+    std::stable_sort(whole.begin(), whole.end(),
+                     [](const Block* a, const Block* b) { return a->gcAge > b->gcAge; });
+    auto reserved = static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
+    size_t n = 0;
+    while (n < whole.size() && reserved > *request.reserveTarget) reserved -= whole[n++]->size;
+    whole.resize(n);
+  }
+  std::vector<std::pair<void*, uint64_t>> snapshot;
+  snapshot.reserve(whole.size());
+  for (Block* block : whole) snapshot.emplace_back(block->ptr, block->generation);
+  return snapshot;
+}
+
+void DeviceState::freeSegment(Block* block) {
+  leavePool(block);
+  const StatTypes types = statTypes(*block->pool);
+  update(stats_.segment, types, -1);
+  update(stats_.reserved_bytes, types, -static_cast<int64_t>(block->size));
+  ++stats_.num_device_free;
+  if (oversizeSegments_.erase(block->ptr) != 0) stats_.oversize_segments.decrease(1);
+  if (block->pool->owner != nullptr) --block->pool->owner->segments;
+  blocks_.erase(block->ptr);
+}
+
+void DeviceState::releaseCached(const ReleaseRequest& request) {
+  processPending(/*synchronize=*/true);
+  std::vector<std::pair<void*, uint64_t>> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.num_sync_all_streams;
+    snapshot = releaseCandidates(request);
+  }
+  // A cached block may still be used by work queued on its allocation
+  // stream before it was freed (stream order makes reuse on that stream safe,
+  // not a release), and npuFree, unlike cudaFree, does not wait for tasks.
+  // So wait for those streams, through events: a device synchronize would
+  // also take (and so lose) the failures of the device's streams.
+  if (!snapshot.empty()) waitForStreams(snapshot);
+  std::lock_guard<std::mutex> lock(mutex_);
+  npuError_t firstError = npuSuccess;
+  for (const auto& [ptr, generation] : snapshot) {
+    auto it = blocks_.find(ptr);
+    if (it == blocks_.end()) continue;
+    Block* block = it->second.get();
+    // Reused, split or merged since the snapshot: the wait above does not
+    // cover it (generations are never reused).
+    if (block->state != BlockState::kCached || block->generation != generation ||
+        block->isSplit()) {
+      continue;
+    }
+    const npuError_t status = npuFree(ptr);
+    if (status != npuSuccess) {
+      if (firstError == npuSuccess) firstError = status;
+      continue;  // keep the block: it is still ours
+    }
+    freeSegment(block);
+  }
+  for (auto it = privatePools_.begin(); it != privatePools_.end();) {
+    const bool unused = it->second->useCount == 0 && it->second->segments == 0;
+    it = unused ? privatePools_.erase(it) : std::next(it);
+  }
+  NPU_CHECK(firstError);
+}
+
+void DeviceState::waitForStreams(std::vector<std::pair<void*, uint64_t>>& snapshot) {
+  std::set<c10::StreamId> streams;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [ptr, generation] : snapshot) {
+      auto it = blocks_.find(ptr);
+      if (it != blocks_.end()) streams.insert(it->second->stream);
+    }
+  }
+  std::set<c10::StreamId> unreachable;
+  for (c10::StreamId id : streams) {
+    try {
+      const NPUStream stream = NPUStream::unpack3(id, device_, c10::DeviceType::PrivateUse1);
+      queue::waitSubmitted(stream);
+      RawEvent::recordOn(stream.rawHandle())->synchronize();
+    } catch (const c10::Error&) {
+      unreachable.insert(id);  // e.g. a destroyed external stream: keep its blocks
+    }
+  }
+  if (unreachable.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(snapshot, [&](const std::pair<void*, uint64_t>& entry) {
+    auto it = blocks_.find(entry.first);
+    return it == blocks_.end() || unreachable.count(it->second->stream) != 0;
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Statistics and the memory fraction
+// ---------------------------------------------------------------------------
+
+DeviceStats DeviceState::stats() {
+  const AllocatorConfig config = allocatorConfig();  // its own leaf lock, taken first
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceStats s = stats_;
+  // CUDA reports an unlimited split size as -1 (SIZE_MAX as int64).
+  s.max_split_size = static_cast<int64_t>(config.maxSplitSize);
+  return s;
+}
+
+void DeviceState::resetPeak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+                       &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                       &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+    for (auto& stat : *a) stat.reset_peak();
+  }
+  stats_.oversize_allocations.reset_peak();
+  stats_.oversize_segments.reset_peak();
+}
+
+void DeviceState::resetAccumulated() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+                       &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                       &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+    for (auto& stat : *a) stat.reset_accumulated();
+  }
+  stats_.oversize_allocations.reset_accumulated();
+  stats_.oversize_segments.reset_accumulated();
+  stats_.num_alloc_retries = 0;
+  stats_.num_ooms = 0;
+  stats_.num_sync_all_streams = 0;
+  stats_.num_device_alloc = 0;
+  stats_.num_device_free = 0;
+}
+
+void DeviceState::setMemoryFraction(double fraction) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  npuDeviceProp prop{};
+  NPU_CHECK(npuGetDeviceProperties(&prop, device_));
+  fraction_ = fraction;
+  allowedMaximum_ = static_cast<size_t>(fraction * static_cast<double>(prop.totalMemory));
+}
+
+double DeviceState::memoryFraction() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fraction_;
+}
+
+}  // namespace c10_npu::NPUCachingAllocator::detail

@@ -1,0 +1,180 @@
+// The per-device state of the caching allocator and the process-wide
+// registry of devices. Private header of csrc/core.
+//
+// Files of the allocator, by concept:
+//   NPUBlockPool.h/.cpp       blocks, segments, pools; sizes and splitting rules
+//   NPUDeviceCache.cpp        allocate, split, merge, release, statistics, fraction
+//   NPUPrivatePools.cpp       private pools (graph capture, MemPool)
+//   NPUCachingAllocator.cpp   frees across streams: record_stream, pending
+//                             events, external streams, the lock-ordering Notes
+//   NPUDeviceAllocator.cpp    the c10::DeviceAllocator facade and public functions
+//   NPUAllocatorConfig.h/.cpp PYTORCH_NPU_ALLOC_CONF
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <array>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "core/NPUAllocatorConfig.h"
+#include "core/NPUBlockPool.h"
+#include "core/NPUCachingAllocator.h"
+
+namespace c10_npu::NPUCachingAllocator::detail {
+
+// The DataPtr deleter of every block (context = data pointer). noexcept.
+void rawDelete(void* ptr) noexcept;
+
+// "1.50 MiB" style, for messages.
+std::string formatSize(uint64_t bytes);
+
+// Which cached segments releaseCached gives back.
+struct ReleaseRequest {
+  // Default pools and the pools whose use count dropped to zero (empty_cache,
+  // the out-of-memory retry); or only the pool with this id.
+  std::optional<c10::MempoolId_t> onlyPool;
+  // Garbage collection: stop once reserved bytes are at most this many, and
+  // take the segments unused the longest first.
+  std::optional<size_t> reserveTarget;
+};
+
+class DeviceState {
+ public:
+  explicit DeviceState(c10::DeviceIndex device);
+
+  // --- NPUDeviceCache.cpp ---
+  // Allocates from the pool the current stream routes to. Thread-safe.
+  c10::DataPtr allocate(size_t nbytes, const NPUStream& stream);
+  // Frees whole cached segments (see ReleaseRequest); waits for the streams
+  // that last used them first. Takes the lock itself. Thread-safe.
+  void releaseCached(const ReleaseRequest& request);
+  DeviceStats stats();
+  void resetPeak();
+  void resetAccumulated();
+  void setMemoryFraction(double fraction);
+  double memoryFraction();
+
+  // --- NPUPrivatePools.cpp --- (all thread-safe)
+  void createOrIncrefPool(c10::MempoolId_t id);
+  void beginAllocateToPool(c10::MempoolId_t id, std::function<bool(const NPUStream&)> filter);
+  void endAllocateToPool(c10::MempoolId_t id);
+  void releasePool(c10::MempoolId_t id);
+  int poolUseCount(c10::MempoolId_t id);
+
+  // --- NPUCachingAllocator.cpp --- (all thread-safe)
+  void free(Block* block);
+  void recordStream(Block* block, const NPUStream& stream);
+  void eraseStream(Block* block, const NPUStream& stream);
+  // Returns the stream of a use of `handle`, after marking the handle dead.
+  std::optional<NPUStream> markStreamDead(npuStream_t handle);
+  // Replaces every use of `handle` by `event` (nullptr: the stream was
+  // synchronized instead).
+  void replaceUses(npuStream_t handle, const std::shared_ptr<RawEvent>& event);
+  // Moves pending blocks whose events completed back to their pools; with
+  // `synchronize`, waits for all of them. Takes the lock itself.
+  void processPending(bool synchronize);
+
+ private:
+  // Lock held for all of these.
+  BlockPool& poolFor(size_t size, const NPUStream& stream);
+  Block* takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t size,
+                       const AllocatorConfig& config);
+  Block* mallocSegment(BlockPool& pool, c10::StreamId stream, size_t size,
+                       const AllocatorConfig& config);
+  Block* tryAllocate(size_t size, const NPUStream& stream, const AllocatorConfig& config);
+  void splitFor(Block* block, size_t size, const AllocatorConfig& config);
+  void markAllocated(Block* block, size_t requested, const AllocatorConfig& config);
+  void freeBlock(Block* block);  // back to its pool, merged with free neighbours
+  void mergeInto(Block* dst, Block* src);
+  void enterPool(Block* block);
+  void leavePool(Block* block);
+  void freeSegment(Block* block);
+  bool gcNeeded(size_t nextSegment, const AllocatorConfig& config) const;
+  std::vector<std::pair<void*, uint64_t>> releaseCandidates(const ReleaseRequest& request);
+  std::string oomMessage(size_t nbytes, size_t segment);
+  // Not locked: waits until the work queued so far on the allocation streams
+  // of the snapshot's blocks finished, without reporting their failures;
+  // drops the blocks whose stream cannot be reached. Takes the lock itself.
+  void waitForStreams(std::vector<std::pair<void*, uint64_t>>& snapshot);
+
+  const c10::DeviceIndex device_;
+  std::mutex mutex_;
+  std::unordered_map<void*, std::unique_ptr<Block>> blocks_;  // every block of every segment
+  std::unordered_set<void*> oversizeSegments_;  // bases of segments counted in oversize_segments
+  BlockPool small_{true, nullptr};
+  BlockPool large_{false, nullptr};
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> privatePools_;
+  // Active routings, newest last (see Note [Private memory pools]).
+  std::vector<std::pair<c10::MempoolId_t, std::function<bool(const NPUStream&)>>> routes_;
+  std::vector<Block*> pending_;  // kPending blocks
+  int takenOut_ = 0;             // processPending calls holding blocks out of pending_
+  std::condition_variable pendingCv_;  // signalled when takenOut_ drops
+  // External stream handles whose destroy notification arrived; see Note
+  // [Allocator events on external streams]. Handles are never reused.
+  std::unordered_set<npuStream_t> deadExternal_;
+  uint64_t nextGeneration_ = 1;
+  size_t totalMemory_ = 0;                 // device capacity, read at construction
+  std::optional<size_t> allowedMaximum_;   // set_per_process_memory_fraction
+  double fraction_ = 1.0;
+  DeviceStats stats_;
+};
+
+// Maps the data pointer of every allocated block to its block (the deleter
+// and recordStream only get the pointer). Sharded to keep frees on different
+// threads apart. Leaf lock (Note [Allocator lock ordering]).
+class PtrMap {
+ public:
+  void insert(Block* block);
+  Block* find(const void* ptr);
+  Block* take(void* ptr);
+
+ private:
+  static constexpr size_t kShards = 16;
+  struct Shard {
+    std::mutex mutex;
+    std::unordered_map<void*, Block*> map;
+  };
+  Shard& shard(const void* ptr) {
+    // Blocks are 512-byte multiples: drop the low bits before hashing.
+    return shards_[(reinterpret_cast<uintptr_t>(ptr) >> 9) % kShards];
+  }
+  std::array<Shard, kShards> shards_;
+};
+
+class CachingAllocator {
+ public:
+  CachingAllocator();
+  // Raises for an invalid index. Thread-safe.
+  DeviceState& device(c10::DeviceIndex index);
+  const std::vector<std::unique_ptr<DeviceState>>& devices() const { return devices_; }
+  PtrMap& ptrs() { return ptrs_; }
+  // Subscribes to npurt's stream-destroy notification (once; only external
+  // streams are ever destroyed, so recordStream subscribes before it lists
+  // the first external use).
+  void subscribeOnce();
+
+ private:
+  static void onStreamDestroyed(npuStream_t handle, int device, void* userData);
+
+  std::vector<std::unique_ptr<DeviceState>> devices_;  // fixed after construction
+  PtrMap ptrs_;
+  std::once_flag subscribed_;
+};
+
+// Leaked on purpose, as PyTorch leaks the CUDA allocator: tensors may be
+// freed by static destructors of other libraries, and npurt may call the
+// destroy callback during process exit. Thread-safe.
+CachingAllocator& allocator();
+
+}  // namespace c10_npu::NPUCachingAllocator::detail

@@ -1,0 +1,150 @@
+// torch_npu._C: the memory functions behind torch_npu/npu/memory.py.
+//
+// Layer: binding. Functions that may wait for streams release the GIL. Every
+// function is thread-safe (the allocator is).
+#include <torch/csrc/utils/pybind.h>
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "aten/OpLauncher.h"
+#include "core/NPUAllocatorConfig.h"
+#include "core/NPUCachingAllocator.h"
+#include "core/NPUException.h"
+#include "core/NPUFunctions.h"
+#include "core/NPUStream.h"
+
+namespace py = pybind11;
+
+namespace c10_npu::python {
+namespace {
+
+namespace alloc = NPUCachingAllocator;
+using PoolId = std::pair<uint64_t, uint64_t>;
+
+c10::MempoolId_t poolId(const PoolId& id) { return {id.first, id.second}; }
+
+py::dict statDict(const c10::CachingAllocator::Stat& stat) {
+  py::dict d;
+  d["current"] = stat.current;
+  d["peak"] = stat.peak;
+  d["allocated"] = stat.allocated;
+  d["freed"] = stat.freed;
+  return d;
+}
+
+py::dict statArrayDict(const c10::CachingAllocator::StatArray& stats) {
+  // c10's StatType order: aggregate, small pool, large pool.
+  static constexpr const char* kNames[] = {"all", "small_pool", "large_pool"};
+  py::dict d;
+  for (size_t i = 0; i < stats.size(); ++i) d[kNames[i]] = statDict(stats[i]);
+  return d;
+}
+
+// Nested as torch.cuda.memory_stats_as_nested_dict; memory.py flattens it.
+py::dict memoryStats(int64_t device) {
+  const alloc::DeviceStats s = alloc::getDeviceStats(checkedDeviceIndex(device));
+  py::dict d;
+  d["allocation"] = statArrayDict(s.allocation);
+  d["segment"] = statArrayDict(s.segment);
+  d["active"] = statArrayDict(s.active);
+  d["inactive_split"] = statArrayDict(s.inactive_split);
+  d["allocated_bytes"] = statArrayDict(s.allocated_bytes);
+  d["reserved_bytes"] = statArrayDict(s.reserved_bytes);
+  d["active_bytes"] = statArrayDict(s.active_bytes);
+  d["inactive_split_bytes"] = statArrayDict(s.inactive_split_bytes);
+  d["requested_bytes"] = statArrayDict(s.requested_bytes);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_sync_all_streams"] = s.num_sync_all_streams;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  d["oversize_allocations"] = statDict(s.oversize_allocations);
+  d["oversize_segments"] = statDict(s.oversize_segments);
+  d["max_split_size"] = s.max_split_size;
+  return d;
+}
+
+NPUStream streamArg(int64_t id, int64_t idx, int64_t type) {
+  TORCH_CHECK(idx >= -1 && idx < 128, "Invalid device_index: ", idx, NPU_ERROR_SUFFIX);
+  TORCH_CHECK(type == static_cast<int64_t>(c10::DeviceType::PrivateUse1),
+              "Expected an npu stream, but got one of device type ", type, NPU_ERROR_SUFFIX);
+  return NPUStream::unpack3(id, static_cast<c10::DeviceIndex>(idx), c10::DeviceType::PrivateUse1);
+}
+
+void initPools(py::module_& m) {
+  m.def("_npu_mempoolNewId", [] {
+    const c10::MempoolId_t id = alloc::newMempoolId();
+    return PoolId{id.first, id.second};
+  });
+  m.def("_npu_createOrIncrefPool", [](int64_t device, const PoolId& id) {
+    alloc::createOrIncrefPool(checkedDeviceIndex(device), poolId(id));
+  });
+  // use_mem_pool: routes the calling thread's allocations (on any stream).
+  m.def("_npu_beginAllocateCurrentThreadToPool", [](int64_t device, const PoolId& id) {
+    const std::thread::id self = std::this_thread::get_id();
+    alloc::beginAllocateToPool(checkedDeviceIndex(device), poolId(id),
+                               [self](const NPUStream&) { return std::this_thread::get_id() == self; });
+  });
+  m.def("_npu_endAllocateToPool", [](int64_t device, const PoolId& id) {
+    alloc::endAllocateToPool(checkedDeviceIndex(device), poolId(id));
+  });
+  m.def("_npu_releasePool", [](int64_t device, const PoolId& id) {
+    alloc::releasePool(checkedDeviceIndex(device), poolId(id));
+  });
+  m.def("_npu_poolUseCount", [](int64_t device, const PoolId& id) {
+    return alloc::getPoolUseCount(checkedDeviceIndex(device), poolId(id));
+  });
+}
+
+}  // namespace
+
+void initMemory(py::module_& m) {
+  m.def("_npu_memoryStats", &memoryStats);
+  m.def(
+      "_npu_emptyCache",
+      [](const PoolId& id) {
+        // Finished tasks' captures may still hold blocks: drop them first.
+        aten::detail::releaseDeferred();
+        alloc::emptyCache(poolId(id));
+      },
+      py::arg("mempool_id") = PoolId{0, 0}, py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_resetPeakMemoryStats",
+        [](int64_t d) { alloc::resetPeakStats(checkedDeviceIndex(d)); });
+  m.def("_npu_resetAccumulatedMemoryStats",
+        [](int64_t d) { alloc::resetAccumulatedStats(checkedDeviceIndex(d)); });
+  m.def("_npu_memGetInfo", [](int64_t d) { return alloc::memGetInfo(checkedDeviceIndex(d)); });
+  m.def("_npu_setMemoryFraction", [](double fraction, int64_t d) {
+    alloc::setMemoryFraction(fraction, checkedDeviceIndex(d));
+  });
+  m.def("_npu_getMemoryFraction",
+        [](int64_t d) { return alloc::getMemoryFraction(checkedDeviceIndex(d)); });
+  m.def(
+      "_npu_cachingAllocator_raw_alloc",
+      [](size_t size, int64_t id, int64_t idx, int64_t type) {
+        return reinterpret_cast<uintptr_t>(alloc::rawAlloc(size, streamArg(id, idx, type)));
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_npu_cachingAllocator_raw_delete",
+      [](uintptr_t ptr) { alloc::rawDelete(reinterpret_cast<void*>(ptr)); },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_npuCachingAllocator_set_allocator_settings",
+        [](const std::string& conf) { alloc::setAllocatorSettings(conf); });
+  m.def("_npu_checkAllocatorConfig", [] { (void)alloc::allocatorConfig(); });
+  m.def("_npu_getAllocatorBackend", [] { return std::string("native"); });
+  m.def("_npu_hostMemoryStats", [] {
+    const NPUHostAllocator::HostStats st = NPUHostAllocator::stats();
+    py::dict d;
+    d["reserved_bytes"] = st.reserved_bytes;
+    d["allocated_bytes"] = st.allocated_bytes;
+    d["num_host_alloc"] = st.num_host_alloc;
+    d["num_host_free"] = st.num_host_free;
+    return d;
+  });
+  initPools(m);
+}
+
+}  // namespace c10_npu::python
