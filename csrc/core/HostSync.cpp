@@ -45,10 +45,12 @@ void setSyncDebugMode(SyncDebugMode mode) noexcept { gMode.store(mode, std::memo
 SyncDebugMode syncDebugMode() noexcept { return gMode.load(std::memory_order_relaxed); }
 
 void noteHostSync(const char* op) {
-  // Note [Host syncs during graph capture]: the work a capture records never
-  // runs before a replay, so a host read of it would wait forever or read
-  // stale memory. Raise before the op queued anything: the capture and the
-  // stream stay usable (CUDA invalidates the capture instead).
+  // Note [Host syncs during graph capture]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // The work a capture records runs only at replays, so a host read of it
+  // would wait forever or read stale memory. Raise before the op queued
+  // anything: the capture and the stream stay usable (CUDA invalidates the
+  // capture instead; a runtime-level synchronize does that here too).
   if (graphs::anyCapture() && graphs::isCapturing(getCurrentNPUStream())) {
     TORCH_CHECK(false, op,
                 " synchronizes the host with the device, which is not permitted while the "

@@ -140,6 +140,8 @@ def launch_callback(callback: Callable[[], Any], stream: Optional[torch.Stream] 
     r"""Run ``callback()`` on the host in the order of ``stream`` (current if ``None``);
     the older name, on top of :func:`_launch_host_func`."""
     _check_managed(stream, "launch_callback")
+    if not callable(callback):
+        raise TypeError(f"launch_callback expects a callable, but got {type(callback).__name__}")
     target = stream if stream is not None else _utils.current_stream()
     _C._launch_host_func(target, lambda _: callback(), None)
 
