@@ -16,20 +16,16 @@
 //  - record first (the usual case): record = an event record on the stream,
 //    wait = a stream wait on it. The waiting stream is parked by npurt and
 //    holds no executor core.
-//  - wait first: the wait creates a *gate*: on a private stream of the event
-//    (one per device, created lazily) it launches a host task that blocks
-//    until the gate opens, followed by a record of a fresh event; the waiting
-//    stream waits on that record (so it is parked, holding no core). The
-//    later record launches, on the recording stream, a task whose run (or,
-//    if the stream is in a failure state, whose release) opens the gate.
-//    While it waits, the gate task occupies one executor core of the device.
-//    To make an executor-pool deadlock impossible, a device never has more
-//    than coreCount - 1 gates waiting at once: a wait that would exceed this
-//    raises (record first, or raise NPU_SIM_CORES). With the default
-//    NPU_SIM_CORES=2 that is one outstanding wait-before-record per device.
-//    Destroying the event opens a pending gate (the waiting stream is then
-//    released without a record), so a forgotten record never holds a core
-//    beyond the event's lifetime.
+//  - wait first: the wait creates a *gate*: a deferred version of a private
+//    runtime event (npuEventRecordDeferred: a version no stream completes),
+//    which the waiting stream waits on, so it is parked and holds no core.
+//    The later record launches, on the recording stream, a task whose run
+//    (or, if the stream is in a failure state, whose release) opens the gate
+//    by completing that version (npuEventCompleteDeferred). Nothing occupies
+//    an executor core meanwhile, so any number of waits may precede their
+//    records. Destroying the event opens a pending gate (the waiting stream
+//    is then released without a record), so a forgotten record never parks
+//    a stream beyond the event's lifetime.
 //
 // Thread-safe: one NPUExternalEvent may be used from several threads.
 #pragma once
@@ -61,9 +57,8 @@ class NPUExternalEvent {
   void record(const NPUStream& stream);
 
   // Makes future work on `stream` wait for the value of the latest record (or
-  // of the next record, if none is pending). Raises for an external stream in
-  // compat mode, for a second wait of one record, and when a gate would
-  // exceed the device's budget (see the note).
+  // of the next record, if none is pending; see the note). Raises for an
+  // external stream in compat mode and for a second wait of one record.
   void wait(const NPUStream& stream);
 
   // Clears the pairing state (the next wait pairs with the next record). The
@@ -81,14 +76,11 @@ class NPUExternalEvent {
   struct Gate;
 
  private:
-  npuStream_t gateStream(c10::DeviceIndex device);
-
   mutable std::mutex mutex_;
   NPUEvent event_{npuEventDisableTiming};  // record-first path
-  bool available_ = false;  // a record was issued that no wait consumed yet
-  bool waited_ = false;     // torch_npu's is_waited_: the latest record has its wait
-  std::shared_ptr<Gate> pendingGate_;  // a wait issued before its record
-  std::vector<std::pair<c10::DeviceIndex, npuStream_t>> gateStreams_;
+  bool available_ = false;                 // a record was issued that no wait consumed yet
+  bool waited_ = false;                    // torch_npu's is_waited_: the latest record has its wait
+  std::shared_ptr<Gate> pendingGate_;      // a wait issued before its record
 };
 
 }  // namespace c10_npu

@@ -4,7 +4,7 @@ Covers: lazy creation (device of the recording stream), query before record,
 reprs, device mismatch, elapsed and recorded time texts, wait ordering (with
 NPU_SIM_TASK_DELAY_US in a subprocess), thread safety of one event, the
 ExternalEvent pairing rules (wait before record, one wait per record, reset,
-the gate budget), record_stream / erase_stream.
+gates that hold no core), record_stream / erase_stream.
 """
 
 import re
@@ -180,20 +180,29 @@ def test_external_event_wait_before_record_blocks_until_record():
     assert out.strip() == "11.0 0"
 
 
-def test_external_event_gate_budget_and_cleanup():
+def test_external_event_waits_before_record_hold_no_core():
+    # More waits-before-record than the device has cores: none of them holds
+    # a core (Note [External event gates]), so other work still runs, and
+    # every gate opens at its record or when its event is destroyed.
     cores = npu.get_device_properties(0).multi_processor_count
     s = npu.Stream()
-    pending = [npu.ExternalEvent() for _ in range(cores - 1)]
-    for ev in pending:
-        ev.wait(s)
-    del ev  # the events must die below: their gates open then
-    extra = npu.ExternalEvent()
-    with pytest.raises(RuntimeError, match="could deadlock the device"):
-        extra.wait(s)
-    extra.record(s)  # a record first is always fine
-    extra.wait(npu.Stream())
+    pending = [npu.ExternalEvent() for _ in range(cores + 2)]
+    waiters = [npu.Stream() for _ in pending]
+    for ev, w in zip(pending, waiters):
+        ev.wait(w)
+    assert torch_npu._C._npu_externalEventPendingGates(0) == len(pending)
+    x = torch.ones(8, device="npu")
+    with npu.stream(s):
+        y = x + 1
+    s.synchronize()  # unrelated work is not starved of cores
+    assert y.sum().item() == 16
+    assert not waiters[0].query()
+    pending[0].record(s)
+    waiters[0].synchronize()
+    del ev
     del pending  # destroying an event opens its gate
-    s.synchronize()
+    for w in waiters:
+        w.synchronize()
     assert torch_npu._C._npu_externalEventPendingGates(0) == 0
 
 

@@ -394,11 +394,9 @@ class ExternalEvent(_EventBase):
     raises. Call :meth:`reset` before reusing the event.
 
     .. note:: On the simulated NPU a wait issued before its record parks the
-       waiting stream behind a *gate* that occupies one executor core of the
-       device until the record runs. A device therefore allows at most
-       ``NPU_SIM_CORES - 1`` such waits at once (one with the default of 2
-       cores); one more raises ``RuntimeError`` instead of risking a deadlock.
-       A wait issued after its record holds no core.
+       waiting stream behind a *gate* (a version of a private runtime event
+       that the record completes). Like any wait it holds no executor core,
+       so any number of waits may come before their records.
     """
 
     def __new__(cls):  # type: () -> "ExternalEvent"

@@ -41,6 +41,19 @@ npuError_t completedTimedVersion(const char* fn, const Event& event,
   return npuSuccess;
 }
 
+npuError_t completeDeferred(Runtime& rt, npuDeferredRecord_t handle, const char* fn) {
+  const std::shared_ptr<EventRecordTask> task =
+      rt.deferredRecords.erase(rt.deferredRecords.toId(handleBits(handle)));
+  if (task == nullptr) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "invalid or already completed deferred record %p",
+                  static_cast<void*>(handle));
+    return fail(npuErrorInvalidResourceHandle, fn, buf);
+  }
+  task->discard();  // stamps and completes the version: parked streams resume
+  return npuSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -189,6 +202,41 @@ npuError_t npuEventDestroy(npuEvent_t eventHandle) {
     }
     return npuSuccess;
   });
+}
+
+npuError_t npuEventRecordDeferred(npuEvent_t eventHandle, npuDeferredRecord_t* record) {
+  constexpr const char* kFn = "npuEventRecordDeferred";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (record == nullptr) return nullArgument(kFn, "record");
+    const std::shared_ptr<Event> event = findEvent(rt, eventHandle);
+    if (event == nullptr) return invalidEvent(kFn, eventHandle);
+    const uint64_t id = rt.deferredRecords.newId();
+    const std::shared_ptr<EventRecordTask> task =
+        event->newDeferredVersion(Runtime::currentDevice());
+    try {
+      rt.deferredRecords.insert(id, task);
+    } catch (...) {
+      task->discard();  // already the latest version: complete it, nobody owns it
+      throw;
+    }
+    *record = reinterpret_cast<npuDeferredRecord_t>(
+        static_cast<uintptr_t>(rt.deferredRecords.toHandle(id)));
+    return npuSuccess;
+  });
+}
+
+npuError_t npuEventCompleteDeferred(npuDeferredRecord_t handle) {
+  constexpr const char* kFn = "npuEventCompleteDeferred";
+  try {
+    // Also during exit (where guarded() refuses every call): a task
+    // discarded by the shutdown may complete a version in its release, and
+    // a host thread may still wait for it.
+    Runtime& rt = Runtime::instance();
+    if (rt.shutDown()) return completeDeferred(rt, handle, kFn);
+  } catch (...) {
+    // The runtime could not be built: guarded() reports it.
+  }
+  return guarded(kFn, [&](Runtime& rt) { return completeDeferred(rt, handle, kFn); });
 }
 
 }  // extern "C"

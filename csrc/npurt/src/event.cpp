@@ -56,6 +56,12 @@ std::shared_ptr<EventRecordTask> EventRecordTask::create(const Stream& stream) {
   return task;
 }
 
+std::shared_ptr<EventRecordTask> EventRecordTask::createDeferred(int device) {
+  // A progress block of its own that never advances: the version has no
+  // ticket, so only its flag (discard()) completes it.
+  return std::make_shared<EventRecordTask>(device, std::make_shared<const StreamProgress>());
+}
+
 int EventRecordTask::run(char* /*errorBuf*/, size_t /*errorBufSize*/) noexcept {
   discard();
   return 0;
@@ -90,6 +96,16 @@ std::shared_ptr<EventRecordTask> Event::newVersion(const Stream& stream) {
   const int device = stream.device();
   std::lock_guard<std::mutex> lock(mutex_);
   // Aliasing constructor: shares the task's control block, no allocation.
+  latest_ = std::shared_ptr<EventVersion>(task, &task->version());
+  captured_.reset();
+  capturedFlag_.store(false, std::memory_order_relaxed);
+  device_ = device;
+  return task;
+}
+
+std::shared_ptr<EventRecordTask> Event::newDeferredVersion(int device) {
+  std::shared_ptr<EventRecordTask> task = EventRecordTask::createDeferred(device);
+  std::lock_guard<std::mutex> lock(mutex_);
   latest_ = std::shared_ptr<EventVersion>(task, &task->version());
   captured_.reset();
   capturedFlag_.store(false, std::memory_order_relaxed);

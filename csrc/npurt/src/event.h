@@ -110,6 +110,10 @@ class EventRecordTask final : public Task {
   // keeps it alive until it has been run (or discarded) and disposed. Call
   // enqueue with get() next.
   static std::shared_ptr<EventRecordTask> create(const Stream& stream);
+  // A record no stream runs (npuEventRecordDeferred): its version completes
+  // only through discard(), called by npuEventCompleteDeferred. No
+  // self-reference: the deferred-record registry holds it.
+  static std::shared_ptr<EventRecordTask> createDeferred(int device);
 
   EventRecordTask(int device, std::shared_ptr<const StreamProgress> progress) noexcept
       : Task(TaskKind::kEventRecord), version_(device, std::move(progress)) {}
@@ -161,6 +165,8 @@ class Event {
   // Makes a new version (recorded on `stream`) the latest and returns its
   // record task for the caller to enqueue. Ends the captured state.
   std::shared_ptr<EventRecordTask> newVersion(const Stream& stream);
+  // Makes a deferred version (createDeferred) the latest.
+  std::shared_ptr<EventRecordTask> newDeferredVersion(int device);
 
   // Note [Stream capture]: the record made by a capture, if the event was
   // last recorded in one (then it has no version to query or wait for

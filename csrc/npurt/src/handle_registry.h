@@ -37,6 +37,7 @@ constexpr uint64_t kStreamTag = uint64_t{0x5354} << 48;     // "ST"
 constexpr uint64_t kEventTag = uint64_t{0x4556} << 48;      // "EV"
 constexpr uint64_t kGraphTag = uint64_t{0x4752} << 48;      // "GR"
 constexpr uint64_t kGraphExecTag = uint64_t{0x4758} << 48;  // "GX"
+constexpr uint64_t kDeferredTag = uint64_t{0x4452} << 48;   // "DR"
 
 template <typename T>
 class HandleRegistry {

@@ -116,6 +116,8 @@ class Runtime {
   HandleRegistry<Event> events{kEventTag};
   HandleRegistry<Graph> graphs{kGraphTag};              // npuGraph_t
   HandleRegistry<GraphExec> graphExecs{kGraphExecTag};  // npuGraphExec_t
+  // npuEventRecordDeferred's versions, until npuEventCompleteDeferred.
+  HandleRegistry<EventRecordTask> deferredRecords{kDeferredTag};
   MemoryManager memory;
   Trace trace;
   std::atomic<uint32_t> globalDelayUs{0};  // npuSetTaskDelay; relaxed everywhere

@@ -2,8 +2,10 @@
 // events (query succeeds, waits are no-ops), versioning (a wait binds to the
 // version latest when it was called), cross-stream waits that park without
 // holding a core (one-core child process), elapsed time and timestamps with
-// their error statuses, the device of an event, and destroying an event with
-// pending versions. See Note [Event versioning] in csrc/npurt/README.md.
+// their error statuses, the device of an event, destroying an event with
+// pending versions, and deferred versions (completed by the host; waits on
+// them hold no core either). See Note [Event versioning] in
+// csrc/npurt/README.md.
 #include <atomic>
 #include <future>
 #include <memory>
@@ -345,6 +347,60 @@ TEST_F(EventTest, EventHandleOwnsTheEvent) {
   }
   EXPECT_NPU(npuErrorInvalidResourceHandle, npuEventQuery(raw));
   EXPECT_THROW(npurt::EventHandle::create(0x40u), npurt::Error);
+}
+
+// Many waits on deferred versions on one core: none of them holds the core,
+// so an unrelated stream still runs, and completing them releases them all.
+TEST_F(EventTest, DeferredVersionsParkWaitersWithoutACore) {
+  NPURT_RUN_IN_CHILD_WITH_ENV({{"NPU_SIM_CORES", "1"}});
+  constexpr int kWaiters = 4;
+  std::vector<npurt::StreamHandle> waiters;
+  std::vector<npurt::EventHandle> events;
+  std::vector<npuDeferredRecord_t> records(kWaiters, nullptr);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(makeStream());
+    events.push_back(makeEvent());
+    ASSERT_NPU_OK(npuEventRecordDeferred(events.back().get(), &records[static_cast<size_t>(i)]));
+    EXPECT_NPU(npuErrorNotReady, npuEventQuery(events.back().get()));
+    ASSERT_NPU_OK(npuStreamWaitEvent(waiters.back().get(), events.back().get(), 0));
+    ASSERT_NPU_OK(npurt::launch(waiters.back().get(), "after_wait", [&] { ran++; }));
+  }
+  auto other = makeStream();
+  ASSERT_NPU_OK(npurt::launch(other.get(), "unrelated", [] {}));
+  ASSERT_NPU_OK(npuStreamSynchronizeWithTimeout(other.get(), kHangTimeoutUs));
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_NPU(npuErrorNotReady, npuStreamQuery(waiters[0].get()));
+  // Completed from a task on an executor, as a framework's record would.
+  npuDeferredRecord_t first = records[0];
+  ASSERT_NPU_OK(npurt::launch(other.get(), "complete",
+                              [first] { npurt::check(npuEventCompleteDeferred(first)); }));
+  ASSERT_NPU_OK(npuStreamSynchronizeWithTimeout(waiters[0].get(), kHangTimeoutUs));
+  for (int i = 1; i < kWaiters; ++i) {
+    ASSERT_NPU_OK(npuEventCompleteDeferred(records[static_cast<size_t>(i)]));
+  }
+  for (auto& w : waiters) ASSERT_NPU_OK(npuStreamSynchronizeWithTimeout(w.get(), kHangTimeoutUs));
+  EXPECT_EQ(ran.load(), kWaiters);
+  EXPECT_NPU_OK(npuEventQuery(events[0].get()));
+  EXPECT_NPU(npuErrorInvalidResourceHandle, npuEventCompleteDeferred(records[0]));
+}
+
+TEST_F(EventTest, DeferredVersionBadArguments) {
+  auto e = makeEvent();
+  npuDeferredRecord_t record = nullptr;
+  EXPECT_NPU(npuErrorInvalidValue, npuEventRecordDeferred(e.get(), nullptr));
+  EXPECT_NPU(npuErrorInvalidResourceHandle, npuEventRecordDeferred(nullptr, &record));
+  EXPECT_NPU(npuErrorInvalidResourceHandle, npuEventCompleteDeferred(nullptr));
+  EXPECT_NPU(npuErrorInvalidResourceHandle,
+             npuEventCompleteDeferred(reinterpret_cast<npuDeferredRecord_t>(e.get())));
+  // The version outlives its event's handle.
+  ASSERT_NPU_OK(npuEventRecordDeferred(e.get(), &record));
+  auto s = makeStream();
+  ASSERT_NPU_OK(npuStreamWaitEvent(s.get(), e.get(), 0));
+  e.reset();
+  EXPECT_NPU(npuErrorNotReady, npuStreamQuery(s.get()));
+  ASSERT_NPU_OK(npuEventCompleteDeferred(record));
+  ASSERT_NPU_OK(npuStreamSynchronizeWithTimeout(s.get(), kHangTimeoutUs));
 }
 
 }  // namespace

@@ -501,6 +501,28 @@ NPURT_API npuError_t npuEventGetDevice(npuEvent_t event, int* device);
  * to them still resolve. CUDA: cudaEventDestroy. */
 NPURT_API npuError_t npuEventDestroy(npuEvent_t event);
 
+/* A version of an event that the host completes instead of a stream. */
+typedef struct npuDeferredRecord_st* npuDeferredRecord_t;
+
+/* Makes a new version of `event` the latest, as npuEventRecord does, that no
+ * stream completes: it completes when npuEventCompleteDeferred(*record) is
+ * called. Meanwhile streams waiting on it are parked and hold no executor
+ * core (Note [Event versioning]), npuEventQuery returns npuErrorNotReady and
+ * npuEventSynchronize blocks. The caller owns the version: it must complete
+ * it exactly once (destroying the event does not: waits bound to the version
+ * would wait forever). [out] record: a validated handle. Its timestamp is
+ * the completion's time; its device is the calling thread's current device.
+ * Thread-safe. No CUDA equivalent (an OpenCL user event; CUDA's nearest is
+ * an external semaphore signalled by the host). */
+NPURT_API npuError_t npuEventRecordDeferred(npuEvent_t event, npuDeferredRecord_t* record);
+
+/* Completes a deferred version and invalidates its handle (a second call
+ * returns npuErrorInvalidResourceHandle). May be called from any thread,
+ * including a task's run or release on an executor, and also while the
+ * process exits (then it still completes the version, so that no waiter
+ * hangs). Thread-safe. */
+NPURT_API npuError_t npuEventCompleteDeferred(npuDeferredRecord_t record);
+
 /* Nanoseconds on the runtime's monotonic clock (steady clock). */
 NPURT_API uint64_t npuGetTimestampNs(void);
 
