@@ -14,6 +14,12 @@
 #include <memory>
 #include <new>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+#include <mutex>
+
+#include "npurt/npurt.hpp"
 
 namespace c10_npu::aten {
 
@@ -74,6 +80,61 @@ void releaseDeferred() noexcept {
     node = node->next;
     owned->destroy(owned->user);
   }
+}
+
+namespace {
+
+// Streams that have had tasks holding device memory, per device. Streams
+// are few (pools and external streams), so the sets stay small; an entry is
+// dropped once its stream cannot be reached (a destroyed external stream).
+struct HoldingStreams {
+  std::mutex mutex;
+  std::unordered_map<c10::DeviceIndex, std::unordered_set<c10::StreamId>> byDevice;
+};
+
+HoldingStreams& holdingStreams() {
+  static auto* h = std::make_unique<HoldingStreams>().release();  // leaked: used at exit
+  return *h;
+}
+
+// The allocator's FreeMemoryCallback: waits, through events (which never
+// report task failures: those belong to their streams' synchronize), for
+// the work queued so far on the device's holding streams, then destroys the
+// finished tasks' captures. Runs on the allocating (host) thread.
+void freeHeldMemory(c10::DeviceIndex device) {
+  std::vector<c10::StreamId> ids;
+  {
+    std::lock_guard<std::mutex> lock(holdingStreams().mutex);
+    auto& set = holdingStreams().byDevice[device];
+    ids.assign(set.begin(), set.end());
+  }
+  for (c10::StreamId id : ids) {
+    try {
+      const NPUStream stream = NPUStream::unpack3(id, device, c10::DeviceType::PrivateUse1);
+      queue::waitSubmitted(stream);
+      npuEvent_t raw = nullptr;
+      NPU_CHECK(npuEventCreateWithFlags(&raw, npuEventDisableTiming));
+      const npurt::EventHandle event(raw);
+      NPU_CHECK(npuEventRecord(raw, stream.rawHandle()));
+      NPU_CHECK(npuEventSynchronize(raw));
+    } catch (const c10::Error&) {
+      std::lock_guard<std::mutex> lock(holdingStreams().mutex);
+      holdingStreams().byDevice[device].erase(id);  // unreachable: nothing to wait for
+    }
+  }
+  releaseDeferred();
+}
+
+const bool kFreeHeldMemoryRegistered = [] {
+  NPUCachingAllocator::registerFreeMemoryCallback(&freeHeldMemory);
+  return true;
+}();
+
+}  // namespace
+
+void noteHeldByTask(const NPUStream& stream) {
+  std::lock_guard<std::mutex> lock(holdingStreams().mutex);
+  holdingStreams().byDevice[stream.device_index()].insert(stream.id());
 }
 
 poison::Message notRunMessage(const NPUStream& stream, const char* name) noexcept {

@@ -119,6 +119,13 @@ void deferRelease(void* user, void (*destroy)(void*)) noexcept;
 // Destroys everything parked so far. Thread-safe; call on host threads only.
 void releaseDeferred() noexcept;
 
+// Notes that a task queued on `stream` holds device memory by reference
+// (Note [Task captures and memory reuse]): before raising out-of-memory, the
+// allocator then waits for the work queued so far on such streams of the
+// device and frees what it held (Note [Memory held by queued tasks] in
+// core/NPUCachingAllocator.h). Thread-safe.
+void noteHeldByTask(const NPUStream& stream);
+
 // Configures the calling executor thread's intra-op parallelism (OpenMP and
 // BLAS thread counts are per thread) like PyTorch's own threads, once per
 // thread; otherwise kernels on executors may run with a different number of

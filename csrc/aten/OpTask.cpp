@@ -98,6 +98,7 @@ at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
   if (npu.has_storage() && NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) {
     return cpuAlias(npu);
   }
+  if (npu.has_storage() && npu.storage().data_ptr().get() != nullptr) detail::noteHeldByTask(stream);
   return npu;
 }
 

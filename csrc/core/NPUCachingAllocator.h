@@ -87,6 +87,20 @@ void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
 // them first. Thread-safe.
 void emptyCache(c10::MempoolId_t pool = {0, 0});
 
+// Note [Memory held by queued tasks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Layers above may hold allocated blocks that are as good as free: the op
+// path keeps tensors of other streams alive until the tasks that use them
+// ran, and destroys finished tasks' captures on host threads later (Note
+// [Task captures and memory reuse], Note [Task captures are released on
+// producer threads]). Before raising out-of-memory, the allocator calls the
+// registered callbacks for the device, on the allocating thread with no
+// allocator lock held; a callback waits for such work without reporting its
+// failures and frees what it held. CUDA's FreeCudaMemoryCallbacksRegistry
+// plays this role. Thread-safe; callbacks are never unregistered.
+using FreeMemoryCallback = void (*)(c10::DeviceIndex device);
+void registerFreeMemoryCallback(FreeMemoryCallback callback);
+
 // Statistics (see DeviceStats). Thread-safe.
 DeviceStats getDeviceStats(c10::DeviceIndex device);
 void resetPeakStats(c10::DeviceIndex device);

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUDeviceCache.h"
@@ -33,6 +35,29 @@ void rawDelete(void* ptr) noexcept {
   } catch (...) {
     // The runtime shut down under us (process exit): nothing to return to.
   }
+}
+
+namespace {
+
+struct Callbacks {
+  std::mutex mutex;
+  std::vector<FreeMemoryCallback> list;
+};
+
+Callbacks& callbacks() {
+  static auto* c = std::make_unique<Callbacks>().release();  // leaked: used by frees at exit
+  return *c;
+}
+
+}  // namespace
+
+void runFreeMemoryCallbacks(c10::DeviceIndex device) {
+  std::vector<FreeMemoryCallback> list;
+  {
+    std::lock_guard<std::mutex> lock(callbacks().mutex);
+    list = callbacks().list;
+  }
+  for (FreeMemoryCallback callback : list) callback(device);
 }
 
 }  // namespace detail
@@ -153,6 +178,12 @@ void emptyCache(c10::MempoolId_t pool) {
   detail::ReleaseRequest request;
   if (pool.first != 0 || pool.second != 0) request.onlyPool = pool;
   for (const auto& state : allocator().devices()) state->releaseCached(request);
+}
+
+void registerFreeMemoryCallback(FreeMemoryCallback callback) {
+  TORCH_CHECK(callback != nullptr, "registerFreeMemoryCallback: null callback", NPU_ERROR_SUFFIX);
+  std::lock_guard<std::mutex> lock(detail::callbacks().mutex);
+  detail::callbacks().list.push_back(callback);
 }
 
 DeviceStats getDeviceStats(c10::DeviceIndex device) { return allocator().device(device).stats(); }

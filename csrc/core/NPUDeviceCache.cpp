@@ -192,8 +192,10 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
     if (block != nullptr) markAllocated(block, nbytes, config);
   }
   if (block == nullptr) {
-    // Out of memory: give every cached segment of this device back (pending
+    // Out of memory: free what queued work holds (Note [Memory held by
+    // queued tasks]), give every cached segment of this device back (pending
     // blocks once their events completed) and retry once.
+    runFreeMemoryCallbacks(device_);
     releaseCached(ReleaseRequest{});
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.num_alloc_retries;

@@ -36,6 +36,10 @@ namespace c10_npu::NPUCachingAllocator::detail {
 // The DataPtr deleter of every block (context = data pointer). noexcept.
 void rawDelete(void* ptr) noexcept;
 
+// Calls every FreeMemoryCallback for `device` (Note [Memory held by queued
+// tasks]). Call with no allocator lock held. Thread-safe.
+void runFreeMemoryCallbacks(c10::DeviceIndex device);
+
 // "1.50 MiB" style, for messages.
 std::string formatSize(uint64_t bytes);
 
