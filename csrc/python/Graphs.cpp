@@ -1,6 +1,7 @@
 // torch_npu._C's graph API: _NPUGraph, pool handles, task groups and
 // updates, super-kernel scopes. Layer: binding. The semantics are in
 // csrc/core/graphs/NPUGraph.h; this file converts arguments only.
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <optional>
@@ -47,13 +48,14 @@ void initGraphs(py::module_& m) {
           },
           py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global",
           py::arg("report_shape") = true)
-      .def("capture_end", &NPUGraph::capture_end, py::call_guard<py::gil_scoped_release>())
-      .def("replay", &NPUGraph::replay, py::call_guard<py::gil_scoped_release>())
+      // wrap_pybind_function: TORCH_WARN reaches Python's warnings.
+      .def("capture_end", torch::wrap_pybind_function_no_gil(&NPUGraph::capture_end))
+      .def("replay", torch::wrap_pybind_function_no_gil(&NPUGraph::replay))
       .def("reset", &NPUGraph::reset, py::call_guard<py::gil_scoped_release>())
-      .def("pool", &NPUGraph::pool)
+      .def("pool", torch::wrap_pybind_function(&NPUGraph::pool))
       .def("enable_debug_mode", &NPUGraph::enable_debug_mode)
-      .def("debug_dump", &NPUGraph::debug_dump, py::arg("debug_path"),
-           py::call_guard<py::gil_scoped_release>());
+      .def("debug_dump", torch::wrap_pybind_function_no_gil(&NPUGraph::debug_dump),
+           py::arg("debug_path"));
 
   py::class_<TaskGroupHandle>(m, "_NPUTaskGroupHandle")
       .def_property_readonly("task_group", [](const TaskGroupHandle& h) { return h.group; });
