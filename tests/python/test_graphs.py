@@ -200,7 +200,7 @@ def test_random_replays_on_alternating_streams_follow_the_generator():
     npu.manual_seed(5)
     with npu.stream(s2):
         g.replay()
-    assert torch.equal(r.cpu(), seen[0])
+        assert torch.equal(r.cpu(), seen[0])
 
 
 def test_is_current_stream_capturing():
