@@ -43,6 +43,9 @@ namespace {
 
 // fn and user_data, owned (strong references).
 struct Callback {
+  Callback(PyObject* f, PyObject* d) : fn(f), data(d) {}  // adopts the references
+  Callback(const Callback&) = delete;
+  Callback& operator=(const Callback&) = delete;
   PyObject* fn;
   PyObject* data;
   ~Callback() {
@@ -100,7 +103,7 @@ void launch(const char* api, py::handle s, py::handle fn, py::handle data, bool 
   TORCH_CHECK_TYPE(PyCallable_Check(fn.ptr()), api, " expects a callable, but got ",
                    Py_TYPE(fn.ptr())->tp_name);
   auto cb = std::make_unique<CallbackPtr>(
-      std::make_shared<Callback>(Callback{fn.inc_ref().ptr(), data.inc_ref().ptr()}));
+      std::make_shared<Callback>(fn.inc_ref().ptr(), data.inc_ref().ptr()));
   npuTask task{};
   task.name = pending ? "host callback (pending)" : "host callback";
   task.run = pending ? &runPending : &runBlocking;

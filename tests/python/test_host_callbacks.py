@@ -18,6 +18,7 @@ def test_callbacks_run_in_stream_order_after_earlier_work(gate):
     s = npu.Stream()
     npu._subscribe_report(s)
     x = torch.zeros(1024, device="npu")
+    npu.synchronize()  # x is written on the default stream
     seen = []
     with npu.stream(s):
         gt = gate(s)
@@ -35,6 +36,7 @@ def test_later_work_waits_for_the_callback():
     s = npu.Stream()
     go = threading.Event()
     x = torch.zeros(16, device="npu")
+    npu.synchronize()
 
     def hold(_):
         go.wait(30)
@@ -57,6 +59,7 @@ def test_exception_in_callback_is_reported_not_fatal(monkeypatch):
         raise ValueError("callback failed")
 
     x = torch.ones(4, device="npu")
+    npu.synchronize()
     with npu.stream(s):
         npu._launch_host_func(s, boom, None)
         x.add_(1)
