@@ -10,6 +10,8 @@ the median of several repetitions of ``STEPS`` steps each:
     launches through the task queue; graph: one ``replay()``);
   * host+device time: issuing ``STEPS`` steps and synchronizing, divided by
     ``STEPS`` (the device work included).
+A third column replays the same step captured inside one super-kernel scope
+(one device task per replay instead of 100 nodes).
 Target (issue 11): replay host+device time <= 0.3x eager (goal 0.1x).
 """
 
@@ -63,10 +65,21 @@ def main() -> None:
     torch.npu.synchronize()
     graph_host, graph_total = measure(g.replay)
 
+    # The same step inside one super-kernel scope: one device task per replay.
+    fused = torch.npu.NPUGraph()
+    with torch.npu.graph(fused):
+        torch.npu.super_kernel_scope_begin("step")
+        step(x)
+        torch.npu.super_kernel_scope_end("step")
+    fused.replay()
+    torch.npu.synchronize()
+    fused_host, fused_total = measure(fused.replay)
+
     print(f"graph replay vs eager, one step of {OPS} ops on 256 floats (median of {REPEATS} x {STEPS} steps)")
-    print(f"{'':24}{'eager':>12}{'replay':>12}{'replay/eager':>14}")
-    print(f"{'host us/step':24}{eager_host:12.1f}{graph_host:12.1f}{graph_host / eager_host:14.3f}")
-    print(f"{'host+device us/step':24}{eager_total:12.1f}{graph_total:12.1f}{graph_total / eager_total:14.3f}")
+    print(f"{'':22}{'eager':>10}{'replay':>10}{'/eager':>8}{'fused':>10}{'/eager':>8}")
+    for label, e, r, f in (("host us/step", eager_host, graph_host, fused_host),
+                           ("host+device us/step", eager_total, graph_total, fused_total)):
+        print(f"{label:22}{e:10.1f}{r:10.1f}{r / e:8.3f}{f:10.1f}{f / e:8.3f}")
 
 
 if __name__ == "__main__":
