@@ -173,3 +173,11 @@ __all__ = [
     "unsubscribe_report",
     "use_mem_pool",
 ]
+
+
+def set_compile_mode(jit_compile: bool = True) -> None:
+    r"""torch_npu's operator compile mode (JIT or binary kernels). The simulated NPU
+    runs CPU kernels and has nothing to compile: accepted and ignored, so that
+    torch_npu programs (and its graph tests) that set it run unchanged."""
+    if not isinstance(jit_compile, bool):
+        raise TypeError(f"jit_compile must be a bool, but got {type(jit_compile).__name__}")
