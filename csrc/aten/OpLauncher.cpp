@@ -12,12 +12,12 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-#include <mutex>
 
 #include "npurt/npurt.hpp"
 

@@ -11,8 +11,14 @@
 //                                     fraction set, cached blocks that were not
 //                                     reused for long are released before the
 //                                     reserved memory exceeds t * the limit
+//   per_process_memory_fraction:<f>   0 <= f <= 1: as set_per_process_memory_fraction
+//                                     on every device, at its first allocation
 //   expandable_segments:<True|False>  accepted for compatibility; True behaves
 //                                     as False (warned once), see README
+// torch_npu's hardware tuning options (page_size, segment_size_mb,
+// roundup_power2_divisions, pinned_* ...) are accepted without effect
+// (warned once). PYTORCH_ALLOC_CONF is read when PYTORCH_NPU_ALLOC_CONF is
+// not set; both set is an error, as in torch_npu.
 // A bad option raises a ValueError-style c10::Error naming the option and the
 // value; the previous configuration then stays in force.
 #pragma once
@@ -33,6 +39,8 @@ struct AllocatorConfig {
   // in CUDA's allocator (the threshold is a fraction of that limit).
   double garbageCollectionThreshold = 0.0;
   bool expandableSegments = false;  // accepted, not implemented
+  // Initial per-process memory fraction of every device; < 0: not set.
+  double perProcessMemoryFraction = -1.0;
 };
 
 // Parses `conf` on top of `base` (options not named keep base's values).

@@ -102,10 +102,10 @@ struct Block {
   Block* prev = nullptr;       // neighbours in the segment (nullptr at its ends)
   Block* next = nullptr;
   BlockState state = BlockState::kAllocated;
-  uint64_t generation = 0;  // device-unique, new each time it enters the pool
-  int gcAge = 0;            // allocations since it entered the pool (garbage collection)
-  bool oversize = false;    // allocated while size >= max_split_size (oversize_allocations)
-  std::vector<StreamUse> uses;                       // recordStream'd streams
+  uint64_t generation = 0;      // device-unique, new each time it enters the pool
+  int gcAge = 0;                // allocations since it entered the pool (garbage collection)
+  bool oversize = false;        // allocated while size >= max_split_size (oversize_allocations)
+  std::vector<StreamUse> uses;  // recordStream'd streams
   std::vector<std::shared_ptr<RawEvent>> rawEvents;  // direct records
   std::vector<NPUEvent> queuedEvents;                // records through the task queue
 
@@ -116,7 +116,9 @@ struct Block {
 struct PoolLess {
   using is_transparent = void;
   using Key = std::tuple<c10::StreamId, size_t, uintptr_t>;
-  static Key key(const Block* b) { return {b->stream, b->size, reinterpret_cast<uintptr_t>(b->ptr)}; }
+  static Key key(const Block* b) {
+    return {b->stream, b->size, reinterpret_cast<uintptr_t>(b->ptr)};
+  }
   bool operator()(const Block* a, const Block* b) const { return key(a) < key(b); }
   bool operator()(const Block* a, const Key& b) const { return key(a) < b; }
   bool operator()(const Key& a, const Block* b) const { return a < key(b); }

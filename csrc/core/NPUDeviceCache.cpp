@@ -6,10 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <set>
-#include <sstream>
 
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
@@ -35,20 +32,6 @@ void update(StatArray& stat, const StatTypes& types, int64_t delta) {
 constexpr size_t kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
 }  // namespace
-
-std::string formatSize(uint64_t bytes) {
-  char buf[64];
-  if (bytes < 1024) {
-    std::snprintf(buf, sizeof(buf), "%" PRIu64 " bytes", bytes);
-  } else if (bytes < (uint64_t{1} << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.2f KiB", static_cast<double>(bytes) / 1024.0);
-  } else if (bytes < (uint64_t{1} << 30)) {
-    std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / 1073741824.0);
-  }
-  return buf;
-}
 
 DeviceState::DeviceState(c10::DeviceIndex device) : device_(device) {}
 
@@ -172,9 +155,11 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
   std::optional<size_t> gcTarget;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    applyConfiguredFraction(config);
     const size_t segment = segmentSize(size);
     if (gcNeeded(segment, config)) {
-      const double target = config.garbageCollectionThreshold * static_cast<double>(*allowedMaximum_);
+      const double target =
+          config.garbageCollectionThreshold * static_cast<double>(*allowedMaximum_);
       gcTarget = static_cast<size_t>(std::max(0.0, target - static_cast<double>(segment)));
       block = takeFreeBlock(poolFor(size, stream), stream.id(), size, config);
       if (block != nullptr) splitFor(block, size, config);
@@ -209,25 +194,6 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
   }
   allocator().ptrs().insert(block);
   return c10::DataPtr(block->ptr, block->ptr, &rawDelete, dev);
-}
-
-std::string DeviceState::oomMessage(size_t nbytes, size_t segment) {
-  npuDeviceProp prop{};
-  const bool haveProp = npuGetDeviceProperties(&prop, device_) == npuSuccess;
-  const auto allocated = static_cast<uint64_t>(stats_.allocated_bytes[kAggregate].current);
-  const auto reserved = static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current);
-  std::ostringstream os;
-  os << "NPU out of memory. Tried to allocate " << formatSize(nbytes) << " (NPU "
-     << static_cast<int>(device_) << "; ";
-  if (haveProp) os << formatSize(prop.totalMemory) << " total capacity; ";
-  os << formatSize(allocated) << " already allocated; ";
-  if (haveProp) os << formatSize(prop.freeMemory) << " free; ";
-  if (allowedMaximum_.has_value()) {
-    os << formatSize(*allowedMaximum_) << " allowed by the per-process memory fraction "
-       << fraction_ << " (a " << formatSize(segment) << " segment would exceed it); ";
-  }
-  os << formatSize(reserved) << " reserved in total by PyTorch)";
-  return os.str();
 }
 
 // ---------------------------------------------------------------------------
@@ -403,59 +369,6 @@ void DeviceState::waitForStreams(std::vector<std::pair<void*, uint64_t>>& snapsh
     auto it = blocks_.find(entry.first);
     return it == blocks_.end() || unreachable.count(it->second->stream) != 0;
   });
-}
-
-// ---------------------------------------------------------------------------
-// Statistics and the memory fraction
-// ---------------------------------------------------------------------------
-
-DeviceStats DeviceState::stats() {
-  const AllocatorConfig config = allocatorConfig();  // its own leaf lock, taken first
-  std::lock_guard<std::mutex> lock(mutex_);
-  DeviceStats s = stats_;
-  // CUDA reports an unlimited split size as -1 (SIZE_MAX as int64).
-  s.max_split_size = static_cast<int64_t>(config.maxSplitSize);
-  return s;
-}
-
-void DeviceState::resetPeak() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-                       &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-                       &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
-    for (auto& stat : *a) stat.reset_peak();
-  }
-  stats_.oversize_allocations.reset_peak();
-  stats_.oversize_segments.reset_peak();
-}
-
-void DeviceState::resetAccumulated() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-                       &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-                       &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
-    for (auto& stat : *a) stat.reset_accumulated();
-  }
-  stats_.oversize_allocations.reset_accumulated();
-  stats_.oversize_segments.reset_accumulated();
-  stats_.num_alloc_retries = 0;
-  stats_.num_ooms = 0;
-  stats_.num_sync_all_streams = 0;
-  stats_.num_device_alloc = 0;
-  stats_.num_device_free = 0;
-}
-
-void DeviceState::setMemoryFraction(double fraction) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  npuDeviceProp prop{};
-  NPU_CHECK(npuGetDeviceProperties(&prop, device_));
-  fraction_ = fraction;
-  allowedMaximum_ = static_cast<size_t>(fraction * static_cast<double>(prop.totalMemory));
-}
-
-double DeviceState::memoryFraction() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return fraction_;
 }
 
 }  // namespace c10_npu::NPUCachingAllocator::detail

@@ -3,7 +3,8 @@
 //
 // Files of the allocator, by concept:
 //   NPUBlockPool.h/.cpp       blocks, segments, pools; sizes and splitting rules
-//   NPUDeviceCache.cpp        allocate, split, merge, release, statistics, fraction
+//   NPUDeviceCache.cpp        allocate, split, merge, release, garbage collection
+//   NPUAllocatorStats.cpp     statistics, the memory fraction, the out-of-memory message
 //   NPUPrivatePools.cpp       private pools (graph capture, MemPool)
 //   NPUCachingAllocator.cpp   frees across streams: record_stream, pending
 //                             events, external streams, the lock-ordering Notes
@@ -63,6 +64,8 @@ class DeviceState {
   // Frees whole cached segments (see ReleaseRequest); waits for the streams
   // that last used them first. Takes the lock itself. Thread-safe.
   void releaseCached(const ReleaseRequest& request);
+
+  // --- NPUAllocatorStats.cpp --- (all thread-safe)
   DeviceStats stats();
   void resetPeak();
   void resetAccumulated();
@@ -104,6 +107,7 @@ class DeviceState {
   void enterPool(Block* block);
   void leavePool(Block* block);
   void freeSegment(Block* block);
+  void applyConfiguredFraction(const AllocatorConfig& config);
   bool gcNeeded(size_t nextSegment, const AllocatorConfig& config) const;
   std::vector<std::pair<void*, uint64_t>> releaseCandidates(const ReleaseRequest& request);
   std::string oomMessage(size_t nbytes, size_t segment);
@@ -121,16 +125,17 @@ class DeviceState {
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> privatePools_;
   // Active routings, newest last (see Note [Private memory pools]).
   std::vector<std::pair<c10::MempoolId_t, std::function<bool(const NPUStream&)>>> routes_;
-  std::vector<Block*> pending_;  // kPending blocks
-  int takenOut_ = 0;             // processPending calls holding blocks out of pending_
+  std::vector<Block*> pending_;        // kPending blocks
+  int takenOut_ = 0;                   // processPending calls holding blocks out of pending_
   std::condition_variable pendingCv_;  // signalled when takenOut_ drops
   // External stream handles whose destroy notification arrived; see Note
   // [Allocator events on external streams]. Handles are never reused.
   std::unordered_set<npuStream_t> deadExternal_;
   uint64_t nextGeneration_ = 1;
-  size_t totalMemory_ = 0;                 // device capacity, read at construction
-  std::optional<size_t> allowedMaximum_;   // set_per_process_memory_fraction
+  size_t totalMemory_ = 0;                // device capacity, read at construction
+  std::optional<size_t> allowedMaximum_;  // set_per_process_memory_fraction
   double fraction_ = 1.0;
+  bool configuredFractionApplied_ = false;  // PYTORCH_NPU_ALLOC_CONF's, once
   DeviceStats stats_;
 };
 

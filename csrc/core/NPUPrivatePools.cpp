@@ -46,16 +46,16 @@ void DeviceState::endAllocateToPool(c10::MempoolId_t id) {
       return;
     }
   }
-  TORCH_CHECK(false, "endAllocateToPool: no allocation to memory pool (", id.first, ", ",
-              id.second, ") is underway on device ", static_cast<int>(device_), NPU_ERROR_SUFFIX);
+  TORCH_CHECK(false, "endAllocateToPool: no allocation to memory pool (", id.first, ", ", id.second,
+              ") is underway on device ", static_cast<int>(device_), NPU_ERROR_SUFFIX);
 }
 
 void DeviceState::releasePool(c10::MempoolId_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = privatePools_.find(id);
-  TORCH_CHECK(it != privatePools_.end() && it->second->useCount > 0,
-              "releasePool: memory pool (", id.first, ", ", id.second,
-              ") is not in use on device ", static_cast<int>(device_), NPU_ERROR_SUFFIX);
+  TORCH_CHECK(it != privatePools_.end() && it->second->useCount > 0, "releasePool: memory pool (",
+              id.first, ", ", id.second, ") is not in use on device ", static_cast<int>(device_),
+              NPU_ERROR_SUFFIX);
   --it->second->useCount;
   if (it->second->useCount == 0 && it->second->segments == 0) privatePools_.erase(it);
 }

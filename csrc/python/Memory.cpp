@@ -85,8 +85,9 @@ void initPools(py::module_& m) {
   // use_mem_pool: routes the calling thread's allocations (on any stream).
   m.def("_npu_beginAllocateCurrentThreadToPool", [](int64_t device, const PoolId& id) {
     const std::thread::id self = std::this_thread::get_id();
-    alloc::beginAllocateToPool(checkedDeviceIndex(device), poolId(id),
-                               [self](const NPUStream&) { return std::this_thread::get_id() == self; });
+    alloc::beginAllocateToPool(checkedDeviceIndex(device), poolId(id), [self](const NPUStream&) {
+      return std::this_thread::get_id() == self;
+    });
   });
   m.def("_npu_endAllocateToPool", [](int64_t device, const PoolId& id) {
     alloc::endAllocateToPool(checkedDeviceIndex(device), poolId(id));
@@ -144,6 +145,8 @@ void initMemory(py::module_& m) {
     d["num_host_free"] = st.num_host_free;
     return d;
   });
+  m.def("_npu_hostEmptyCache", [] { NPUHostAllocator::emptyCache(); },
+        py::call_guard<py::gil_scoped_release>());
   initPools(m);
 }
 

@@ -23,6 +23,7 @@
 #include "aten/OpPlan.h"
 #include "core/ExternalStreams.h"
 #include "core/HostSync.h"
+#include "core/NPUAllocatorConfig.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
@@ -159,6 +160,9 @@ void initializeSlow() {
   (void)external::mode();
   // 4. STREAMS_PER_DEVICE: torch_npu warns and uses 32, so this warns too.
   (void)streamsPerPool();
+  // 5. PYTORCH_NPU_ALLOC_CONF / PYTORCH_ALLOC_CONF (a ValueError naming the
+  //    option and value, as torch_npu's TORCH_CHECK_VALUE).
+  (void)NPUCachingAllocator::allocatorConfig();
   gInitialized.store(true, std::memory_order_release);
 }
 

@@ -32,22 +32,30 @@ def expected_keys():
     return keys | set(COUNTERS)
 
 
+class Baseline:
+    """Device 1's statistics when the test began: other test files may leave
+    tensors there, so tests compare differences. Tests that count segments
+    allocate in a private pool of their own (Note [Private memory pools]),
+    which never shares a segment with what others left."""
+
+    def __init__(self, device):
+        self.device = device
+        self.stats = torch.npu.memory_stats(device)
+
+    def __call__(self, key):
+        return torch.npu.memory_stats(self.device)[key] - self.stats[key]
+
+
 @pytest.fixture(name="clean")
 def _clean():
-    """Device 1 with nothing allocated or cached, counters reset."""
     gc.collect()
     torch.npu.synchronize(1)
     torch.npu.empty_cache()
     torch.npu.reset_peak_memory_stats(1)
     torch.npu.reset_accumulated_memory_stats(1)
-    assert torch.npu.memory_reserved(1) == 0, "another test left memory allocated on npu:1"
-    yield 1
+    yield Baseline(1)
     gc.collect()
     torch.npu.empty_cache()
-
-
-def delta(before, after, key):
-    return after[key] - before[key]
 
 
 def test_memory_stats_has_cuda_key_set_as_ordered_dict():
@@ -62,71 +70,77 @@ def test_memory_stats_has_cuda_key_set_as_ordered_dict():
 
 
 def test_counts_are_exact_for_small_and_large_blocks(clean):
-    d = clean
-    a = torch.empty(1000, dtype=torch.uint8, device=f"npu:{d}")  # 1024 B, small pool
-    b = torch.empty(3 * MiB + 1, dtype=torch.uint8, device=f"npu:{d}")  # large, 20 MiB segment
-    s = torch.npu.memory_stats(d)
-    assert s["allocated_bytes.all.current"] == 1024 + 3 * MiB + 512
-    assert s["allocated_bytes.small_pool.current"] == 1024
-    assert s["requested_bytes.all.current"] == 1000 + 3 * MiB + 1
-    assert s["reserved_bytes.small_pool.current"] == 2 * MiB
-    assert s["reserved_bytes.large_pool.current"] == 20 * MiB
-    assert s["segment.all.current"] == 2 and s["num_device_alloc"] == 2
-    assert s["allocation.all.current"] == 2 and s["allocation.all.allocated"] == 2
-    assert s["active.all.current"] == 2
-    assert s["inactive_split.all.current"] == 2  # the rest of each segment
-    assert s["inactive_split_bytes.all.current"] == (2 * MiB - 1024) + (20 * MiB - 3 * MiB - 512)
+    d, delta = clean.device, clean
+    with torch.npu.device(d):
+        pool = torch.npu.MemPool()
+    with torch.npu.use_mem_pool(pool, device=d):
+        a = torch.empty(1000, dtype=torch.uint8, device=f"npu:{d}")  # 1024 B, small pool
+        b = torch.empty(3 * MiB + 1, dtype=torch.uint8, device=f"npu:{d}")  # large, 20 MiB segment
+    assert delta("allocated_bytes.all.current") == 1024 + 3 * MiB + 512
+    assert delta("allocated_bytes.small_pool.current") == 1024
+    assert delta("requested_bytes.all.current") == 1000 + 3 * MiB + 1
+    assert delta("reserved_bytes.small_pool.current") == 2 * MiB
+    assert delta("reserved_bytes.large_pool.current") == 20 * MiB
+    assert delta("segment.all.current") == 2 and delta("num_device_alloc") == 2
+    assert delta("allocation.all.current") == 2 and delta("allocation.all.allocated") == 2
+    assert delta("active.all.current") == 2
+    assert delta("inactive_split.all.current") == 2  # the rest of each segment
+    assert delta("inactive_split_bytes.all.current") == (2 * MiB - 1024) + (20 * MiB - 3 * MiB - 512)
     del a, b
     torch.npu.synchronize(d)
-    s = torch.npu.memory_stats(d)
-    assert s["allocated_bytes.all.current"] == 0 and s["allocated_bytes.all.freed"] == 1024 + 3 * MiB + 512
-    assert s["inactive_split.all.current"] == 0  # merged back into whole segments
-    assert s["active_bytes.all.current"] == 0 and s["requested_bytes.all.current"] == 0
+    assert delta("allocated_bytes.all.current") == 0
+    assert delta("allocated_bytes.all.freed") == 1024 + 3 * MiB + 512
+    assert delta("inactive_split.all.current") == 0  # merged back into whole segments
+    assert delta("active_bytes.all.current") == 0 and delta("requested_bytes.all.current") == 0
+    del pool  # its segments are released by the next empty_cache
+    gc.collect()
     torch.npu.empty_cache()
-    s = torch.npu.memory_stats(d)
-    assert s["reserved_bytes.all.current"] == 0 and s["reserved_bytes.all.peak"] == 22 * MiB
-    assert s["num_device_free"] == 2 and s["segment.all.freed"] == 2
+    assert delta("reserved_bytes.all.current") == 0 and delta("reserved_bytes.all.peak") == 22 * MiB
+    assert delta("num_device_free") == 2 and delta("segment.all.freed") == 2
 
 
 def test_active_counts_blocks_awaiting_other_streams(clean, gate):
-    d = clean
+    d, delta = clean.device, clean
     side = torch.npu.Stream(device=d)
     x = torch.empty(1024, dtype=torch.uint8, device=f"npu:{d}")
     g = gate(side)
     x.record_stream(side)
     del x
-    s = torch.npu.memory_stats(d)
-    assert s["allocated_bytes.all.current"] == 0
-    assert s["active_bytes.all.current"] == 1024  # freed, but side may still use it
+    assert delta("allocated_bytes.all.current") == 0
+    assert delta("active_bytes.all.current") == 1024  # freed, but side may still use it
     g.release()
     side.synchronize()
     torch.npu.empty_cache()
-    assert torch.npu.memory_stats(d)["active_bytes.all.current"] == 0
+    assert delta("active_bytes.all.current") == 0
 
 
 def test_torch_accelerator_memory_functions_work_on_npu(clean):
-    d = clean
+    d, base = clean.device, clean.stats
     assert torch.accelerator.current_accelerator().type == "npu"
     with torch.accelerator.device_index(d):
-        x = torch.empty(4096, dtype=torch.uint8, device=f"npu:{d}")
-        assert torch.accelerator.memory_allocated(d) == 4096
-        assert torch.accelerator.max_memory_allocated(d) == 4096
-        assert torch.accelerator.memory_reserved(d) == 2 * MiB
-        assert torch.accelerator.max_memory_reserved(d) == 2 * MiB
+        pool = torch.npu.MemPool()
+        with torch.npu.use_mem_pool(pool):
+            x = torch.empty(4096, dtype=torch.uint8, device=f"npu:{d}")
+        allocated0, reserved0 = base["allocated_bytes.all.current"], base["reserved_bytes.all.current"]
+        assert torch.accelerator.memory_allocated(d) == allocated0 + 4096
+        assert torch.accelerator.max_memory_allocated(d) == allocated0 + 4096
+        assert torch.accelerator.memory_reserved(d) == reserved0 + 2 * MiB
+        assert torch.accelerator.max_memory_reserved(d) == reserved0 + 2 * MiB
         assert torch.accelerator.memory_stats(d) == torch.npu.memory_stats(d)
         free, total = torch.accelerator.get_memory_info(d)
         assert (free, total) == torch.npu.mem_get_info(d)
-        del x
+        del x, pool
+        gc.collect()
         torch.accelerator.empty_cache()
-        assert torch.accelerator.memory_reserved(d) == 0
+        assert torch.accelerator.memory_reserved(d) == reserved0
         torch.accelerator.reset_peak_memory_stats(d)
-        assert torch.accelerator.max_memory_allocated(d) == 0
+        assert torch.accelerator.max_memory_allocated(d) == allocated0
         torch.accelerator.reset_accumulated_memory_stats(d)
         assert torch.accelerator.memory_stats(d)["allocation.all.allocated"] == 0
 
 
 def test_mem_get_info_sees_reserved_memory(clean):
-    d = clean
+    d = clean.device
     free0, total = torch.npu.mem_get_info(d)
     assert total == torch.npu.get_device_properties(d).total_memory
     x = torch.empty(50 * MiB, dtype=torch.uint8, device=f"npu:{d}")
@@ -136,7 +150,7 @@ def test_mem_get_info_sees_reserved_memory(clean):
 
 
 def test_memory_summary_has_torch_npu_layout(clean):
-    d = clean
+    d = clean.device
     x = torch.empty(1000, device=f"npu:{d}")
     text = torch.npu.memory_summary(d)
     lines = text.splitlines()
@@ -153,7 +167,7 @@ def test_memory_summary_has_torch_npu_layout(clean):
 
 
 def test_per_process_memory_fraction_is_enforced(clean):
-    d = clean
+    d = clean.device
     assert torch.npu.get_per_process_memory_fraction(d) == 1.0
     total = torch.npu.get_device_properties(d).total_memory
     try:
@@ -180,13 +194,13 @@ def test_bad_memory_fraction(bad, error, text):
 
 
 def test_caching_allocator_alloc_and_delete(clean):
-    d = clean
+    d, delta = clean.device, clean
     side = torch.npu.Stream(device=d)
     ptr = torch.npu.caching_allocator_alloc(1000, d, side)
     assert isinstance(ptr, int) and ptr != 0
-    assert torch.npu.memory_allocated(d) == 1024
+    assert delta("allocated_bytes.all.current") == 1024
     torch.npu.caching_allocator_delete(ptr)
-    assert torch.npu.memory_allocated(d) == 0
+    assert delta("allocated_bytes.all.current") == 0
     with pytest.raises(RuntimeError, match="not a live allocation"):
         torch.npu.caching_allocator_delete(ptr)
     with pytest.raises(TypeError, match="Invalid type for stream"):
@@ -220,6 +234,10 @@ def test_allocator_backend_and_host_stats():
                           "num_host_free"}
     assert stats["active_bytes.current"] >= 4096 and stats["num_host_alloc"] >= 1
     del t
+    torch.npu.host_empty_cache()
+    after = torch.npu.host_memory_stats()
+    assert after["num_host_free"] > stats["num_host_free"]
+    assert after["allocated_bytes.current"] < stats["allocated_bytes.current"]
 
 
 def test_out_of_memory_error_type_and_1eb_message():
@@ -323,7 +341,7 @@ def test_garbage_collection_threshold_releases_cached_segments():
 
 
 def test_mem_pool_routes_this_threads_allocations(clean):
-    d = clean
+    d, delta = clean.device, clean
     with torch.npu.device(d):
         pool = torch.npu.MemPool()
     assert isinstance(pool.id, tuple) and len(pool.id) == 2
@@ -344,11 +362,11 @@ def test_mem_pool_routes_this_threads_allocations(clean):
     assert outside.data_ptr() != ptr  # the pool's block is never handed out elsewhere
     del outside
     torch.npu.empty_cache()
-    assert torch.npu.memory_reserved(d) == 2 * MiB  # the pool is still alive
+    assert delta("reserved_bytes.all.current") == 2 * MiB  # the pool is still alive
     del pool
     gc.collect()
     torch.npu.empty_cache()
-    assert torch.npu.memory_reserved(d) == 0
+    assert delta("reserved_bytes.all.current") == 0
 
 
 def test_mem_pool_bad_arguments():

@@ -26,6 +26,7 @@ __all__ = [
     "empty_cache",
     "get_allocator_backend",
     "get_per_process_memory_fraction",
+    "host_empty_cache",
     "host_memory_stats",
     "max_memory_allocated",
     "max_memory_cached",
@@ -333,6 +334,14 @@ def _set_allocator_settings(settings: str) -> None:
     if not isinstance(settings, str):
         raise TypeError(f"_set_allocator_settings expects a str, but got {type(settings).__name__}")
     _C._npu_npuCachingAllocator_set_allocator_settings(settings)
+
+
+def host_empty_cache() -> None:
+    r"""Release the cached (unused) pinned host memory back to the runtime.
+
+    Blocks still used by queued copies are released once those copies ran.
+    """
+    _C._npu_hostEmptyCache()
 
 
 def host_memory_stats() -> "collections.OrderedDict[str, int]":

@@ -290,9 +290,8 @@ TEST_F(AllocatorStatsTest, PoolRoutingFollowsTheStreamFilterNewestFirst) {
   const c10::MempoolId_t graphPool = alloc::newMempoolId();
   const c10_npu::NPUStream capturing = c10_npu::getStreamFromPool(false, kDevice);
   // As a graph capture would: only the capturing stream's allocations.
-  alloc::beginAllocateToPool(kDevice, graphPool, [capturing](const c10_npu::NPUStream& s) {
-    return s == capturing;
-  });
+  alloc::beginAllocateToPool(kDevice, graphPool,
+                             [capturing](const c10_npu::NPUStream& s) { return s == capturing; });
   c10::DataPtr captured = alloc::allocateOnStream(4096, capturing);
   c10::DataPtr notCaptured = alloc::allocate(4096, kDevice);  // default stream
   captured.clear();
