@@ -191,7 +191,7 @@ Stack makeOutputs(const Stack& args, const OpInfo& info, const MetaResult& metaR
 void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
                   std::vector<at::Tensor> fresh, c10::DeviceIndex device) {
   // Random ops reserve their numbers now, at enqueue.
-  const std::optional<uint64_t> seed = reserveOpSeed(args, info, device);
+  const std::optional<SeedReservation> seed = reserveOpSeed(args, info, device);
   const NPUStream stream = getCurrentNPUStream(device);
   TaskAccess access = opAccess(args, info, fresh);
   // See Note [Task captures and memory reuse].

@@ -32,6 +32,7 @@
 #include "core/PoisonedMemory.h"
 #include "core/StreamLimits.h"
 #include "core/TaskQueue.h"
+#include "core/graphs/CaptureRegistry.h"
 #include "npurt/npurt.hpp"
 
 namespace c10_npu::aten {
@@ -167,6 +168,9 @@ struct KernelTask {
   // task's release right after a failed run, before the stream holds the
   // failure (so notRunMessage could not find it yet).
   poison::Message failure;
+  // Recorded into a graph (capture or task-group update): see Note
+  // [Replayed op tasks].
+  bool captured = false;
 };
 
 // Why a task's work did not run, for its poison: the launch refusal, else the
@@ -220,6 +224,25 @@ int runKernel(void* user, char* errorBuf, size_t errorBufSize) {
   return status;
 }
 
+// Note [Replayed op tasks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// A kernel task launched on a capturing stream (or collected for a task-group
+// update) is recorded by npurt: run() is called once per replay, release()
+// once, when the graph and its exec are destroyed (Note [Replayable tasks] in
+// csrc/npurt/src/graph/node_work.h). So a task consumes nothing it captured
+// (its callable is const; its random seed resolves per replay, Note [Random
+// numbers of captured ops]), its state only says how the last run went, and
+// the release of a captured task poisons nothing: not having run since the
+// last replay is not a failure. Its memory stays valid because everything the
+// capture allocated comes from the graph's private pool, which the graph
+// holds until reset (tensors freed during the capture return to that pool,
+// not to the general cache), and tensors of other streams are held by the
+// task itself (Note [Task captures and memory reuse]). A failing replay
+// poisons every storage the graph writes (Note [A failing replay poisons the
+// graph's outputs] in csrc/core/graphs/NPUGraph.cpp): the failed node's
+// outputs and those of the nodes the failure skipped alike; for that, every
+// captured task lists its writes with the graph at enqueue.
+//
 // Called by npurt after run() or instead of it (a discarded task), or by the
 // task queue for a launch it could not make: a task whose work did not run
 // poisons its writes, then its captures are parked for a host thread.
@@ -228,8 +251,8 @@ void releaseKernel(void* user) {
   auto* task = static_cast<KernelTask<F>*>(user);
   const std::string* refused = queue::failedLaunchMessage();
   const bool raisedToCaller = refused != nullptr && refused->empty();
-  if (task->state == KernelTask<F>::State::kQueued && !task->access.writes.empty() &&
-      !raisedToCaller) {
+  if (!task->captured && task->state == KernelTask<F>::State::kQueued &&
+      !task->access.writes.empty() && !raisedToCaller) {
     task->access.poisonWrites(task->failure != nullptr ? task->failure
                                                        : notRunMessage(task->stream, task->name));
   }
@@ -247,9 +270,16 @@ template <typename F>
 void launchKernel(const NPUStream& stream, const char* name, TaskAccess access, F&& f) {
   using Task = detail::KernelTask<std::decay_t<F>>;
   detail::releaseDeferred();
+  bool captured = false;
+  if (graphs::anyCapture()) {  // See Note [Replayed op tasks].
+    if (auto graph = graphs::recorderOf(stream)) {
+      captured = true;
+      for (const auto& w : access.writes) graph->noteWrite(w.storage);
+    }
+  }
   auto owned = std::make_unique<Task>(
       Task{std::forward<F>(f), limits::intraOpThreads(stream), std::move(access), stream, name,
-           Task::State::kQueued, nullptr});
+           Task::State::kQueued, nullptr, captured});
   npuTask task{};
   task.name = name;
   task.run = &detail::runKernel<std::decay_t<F>>;

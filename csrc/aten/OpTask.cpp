@@ -178,15 +178,16 @@ at::Generator cpuGenerator(uint64_t seed) { return at::make_generator<at::CPUGen
 // Reserves the op's random numbers now (at enqueue or before a synchronous
 // run); nullopt for ops without a Generator argument. See Note [Random
 // numbers are reserved at enqueue].
-std::optional<uint64_t> reserveOpSeed(const Stack& args, const OpInfo& info,
-                                      c10::DeviceIndex device) {
+std::optional<SeedReservation> reserveOpSeed(const Stack& args, const OpInfo& info,
+                                            c10::DeviceIndex device) {
   if (info.generatorArg < 0) return std::nullopt;
   const IValue& g = args[info.generatorArg];
   return reserveSeed(g.isGenerator() ? std::optional<at::Generator>(g.toGenerator()) : std::nullopt,
                      device);
 }
 
-Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed) {
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg,
+              const std::optional<SeedReservation>& seed) {
   return cpuArgs(args, n, generatorArg, seed, cpuAlias);
 }
 

@@ -14,6 +14,7 @@
 #include "aten/OpArgs.h"
 #include "aten/OpLauncher.h"
 #include "aten/OpPlan.h"
+#include "core/NPUGenerator.h"
 #include "core/NPUStream.h"
 
 namespace c10_npu::aten::detail {
@@ -41,8 +42,8 @@ bool sameAlias(const at::Tensor& out, const at::Tensor& expected);
 // Reserves the op's random numbers now (at enqueue or before a synchronous
 // run); nullopt for ops without a Generator argument. See Note [Random
 // numbers are reserved at enqueue]. Thread-safe.
-std::optional<uint64_t> reserveOpSeed(const Stack& args, const OpInfo& info,
-                                      c10::DeviceIndex device);
+std::optional<SeedReservation> reserveOpSeed(const Stack& args, const OpInfo& info,
+                                            c10::DeviceIndex device);
 
 // A CPU generator that draws the numbers reserved as `seed`. Thread-safe.
 at::Generator cpuGenerator(uint64_t seed);
@@ -53,13 +54,13 @@ at::Generator cpuGenerator(uint64_t seed);
 // `alias` makes the CPU view of each npu tensor (cpuAlias, or a wrapper that
 // also remembers which alias is which argument).
 template <typename AliasFn>
-Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed,
-              const AliasFn& alias) {
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg,
+              const std::optional<SeedReservation>& seed, const AliasFn& alias) {
   Stack s;
   s.reserve(args.size());
   for (size_t i = 0; i < n; ++i) {
     if (static_cast<int>(i) == generatorArg) {
-      s.emplace_back(cpuGenerator(*seed));
+      s.emplace_back(cpuGenerator(seed->resolve()));  // per replay when captured
     } else {
       s.push_back(mapTensors(args[i], alias, c10::DeviceType::CPU));
     }
@@ -67,18 +68,20 @@ Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional
   return s;
 }
 
-Stack cpuArgs(const Stack& args, size_t n, int generatorArg, const std::optional<uint64_t>& seed);
+Stack cpuArgs(const Stack& args, size_t n, int generatorArg,
+              const std::optional<SeedReservation>& seed);
 
 // The task of an out= op (Note [out= ops run functionally]): the out kernel
 // straight into the out arguments, else the functional kernel and a copy.
-// Runs on an executor; each instance is run once.
+// Runs on an executor; run again at every replay when captured (Note
+// [Replayed op tasks] in OpLauncher.h), so it consumes nothing it captured.
 struct OutOpTask {
   c10::OperatorHandle op;         // the out= op
   c10::OperatorHandle computeOp;  // its functional variant
   Stack args;                     // all arguments, captured (captureForTask)
   size_t computeArgs;             // the arguments before the out arguments
   int generatorArg;
-  std::optional<uint64_t> seed;
+  std::optional<SeedReservation> seed;
   const OpInfo* info;  // stable: plans are never freed
 
   void operator()() const;
@@ -91,14 +94,14 @@ struct OutOpTask {
 
 // The task of any other op: its out= variant (outOp) straight into the fresh
 // outputs when it has one, else the op itself and a copy of its fresh
-// results. Runs on an executor; each instance is run once.
+// results. Runs on an executor; run again at every replay when captured.
 struct OpTask {
   c10::OperatorHandle op;
   Stack args;                                // captured (captureForTask)
   std::vector<at::Tensor> fresh;             // CPU aliases of the fresh outputs (lists flattened)
   std::optional<c10::OperatorHandle> outOp;  // set when every fresh output is defined
   int generatorArg;
-  std::optional<uint64_t> seed;
+  std::optional<SeedReservation> seed;
   const OpInfo* info;  // stable: plans are never freed
 
   void operator()() const;

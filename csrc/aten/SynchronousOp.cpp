@@ -71,7 +71,7 @@ std::shared_ptr<SyncOutcome> runKernelAndWait(const c10::OperatorHandle& op,
                                               const Stack& args, size_t computeArgs,
                                               const OpInfo& info, const NPUStream& stream,
                                               c10::DeviceIndex device) {
-  const std::optional<uint64_t> seed = reserveOpSeed(args, info, device);
+  const std::optional<SeedReservation> seed = reserveOpSeed(args, info, device);
   TaskAccess access = opAccess(args, info, {});
   access.writesHost = true;  // the results come back to the host
   auto outcome = std::make_shared<SyncOutcome>();

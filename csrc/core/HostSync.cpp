@@ -7,6 +7,8 @@
 #include <mutex>
 
 #include "core/NPUException.h"
+#include "core/NPUStream.h"
+#include "core/graphs/CaptureRegistry.h"
 
 namespace c10_npu {
 namespace {
@@ -43,6 +45,20 @@ void setSyncDebugMode(SyncDebugMode mode) noexcept { gMode.store(mode, std::memo
 SyncDebugMode syncDebugMode() noexcept { return gMode.load(std::memory_order_relaxed); }
 
 void noteHostSync(const char* op) {
+  // Note [Host syncs during graph capture]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // The work a capture records runs only at replays, so a host read of it
+  // would wait forever or read stale memory. Raise before the op queued
+  // anything: the capture and the stream stay usable (CUDA invalidates the
+  // capture instead; a runtime-level synchronize does that here too).
+  if (graphs::anyCapture() && graphs::isCapturing(getCurrentNPUStream())) {
+    TORCH_CHECK(false, op,
+                " synchronizes the host with the device, which is not permitted while the "
+                "current NPU stream is capturing a graph (operation not permitted when stream "
+                "is capturing). Move host reads (.item(), .cpu(), printing, data-dependent "
+                "shapes) out of the captured region.",
+                NPU_ERROR_SUFFIX);
+  }
   count(op);
   switch (syncDebugMode()) {
     case SyncDebugMode::kDisabled:

@@ -8,6 +8,7 @@
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/TaskQueue.h"
+#include "core/graphs/CaptureRegistry.h"
 #include "npurt/npurt.hpp"
 
 namespace c10_npu {
@@ -105,6 +106,14 @@ void NPUExternalEvent::wait(const NPUStream& stream) {
     waited_ = true;
     return;
   }
+  // Note [External events in a capture]: a wait before any record, issued on
+  // a capturing stream, has nothing to wait for. A gate would block a core
+  // (a deferred version) outside the capture, and the capture would wait on work outside it
+  // (npuErrorStreamCaptureIsolation); torch_npu's update pattern (wait and
+  // reset in the capture, record after graph_task_update_end) needs no edge,
+  // because the update takes effect on the host, in program order (Note
+  // [Task-group updates]).
+  if (graphs::anyCapture() && graphs::isCapturing(stream)) return;
   // Wait before record: build a gate. See Note [External event gates].
   const c10::DeviceIndex device = stream.device_index();
   auto gate = std::make_shared<Gate>();

@@ -15,6 +15,7 @@
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 #include "core/NPUStream.h"
+#include "core/graphs/CaptureRegistry.h"
 
 namespace c10_npu {
 namespace {
@@ -74,7 +75,9 @@ c10::intrusive_ptr<c10::TensorImpl> NPUGeneratorImpl::get_state() const {
   return state.getIntrusivePtr();
 }
 
-uint64_t NPUGeneratorImpl::reserveSeedLocked() { return mix(seed_ ^ mix(offset_++)); }
+uint64_t NPUGeneratorImpl::reserveSeedLocked() { return seedOf(seed_, offset_++); }
+
+uint64_t seedOf(uint64_t seed, uint64_t offset) noexcept { return mix(seed ^ mix(offset)); }
 
 NPUGeneratorImpl* NPUGeneratorImpl::clone_impl() const {
   auto gen = std::make_unique<NPUGeneratorImpl>(device().index(), seed_);
@@ -105,14 +108,19 @@ at::Generator createNPUGenerator(c10::DeviceIndex device) {
   return gen;
 }
 
-uint64_t reserveSeed(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+SeedReservation reserveSeed(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
   at::Generator g = (gen.has_value() && gen->defined()) ? *gen : getDefaultNPUGenerator(device);
   TORCH_CHECK(g.device().type() == c10::DeviceType::PrivateUse1,
               "Expected a 'npu' device type for generator but found '", g.device().type(), "'",
               NPU_ERROR_SUFFIX);
   auto* impl = at::check_generator<NPUGeneratorImpl>(g);
+  if (graphs::anyCapture()) {
+    if (auto capture = graphs::recorderOf(getCurrentNPUStream(impl->device().index()))) {
+      return capture->reserve(g);
+    }
+  }
   std::lock_guard<std::mutex> lock(impl->mutex_);
-  return impl->reserveSeedLocked();
+  return SeedReservation{impl->reserveSeedLocked(), nullptr, 0};
 }
 
 }  // namespace c10_npu

@@ -24,6 +24,7 @@
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
+#include "core/graphs/CaptureRegistry.h"
 
 namespace c10_npu::queue {
 namespace {
@@ -31,11 +32,12 @@ namespace {
 constexpr int kMaxDevices = 32;
 
 struct Item {
-  enum class Kind : uint8_t { kLaunch, kRecord, kWait };
+  enum class Kind : uint8_t { kLaunch, kRecord, kWait, kGraph };
   Kind kind = Kind::kLaunch;
   npuStream_t stream = nullptr;
-  npuTask task{};              // kLaunch
-  npuEvent_t event = nullptr;  // kRecord, kWait
+  npuTask task{};                  // kLaunch
+  npuEvent_t event = nullptr;      // kRecord, kWait
+  npuGraphExec_t exec = nullptr;   // kGraph
 };
 
 const char* itemName(const Item& item) {
@@ -46,6 +48,8 @@ const char* itemName(const Item& item) {
       return "event record";
     case Item::Kind::kWait:
       return "event wait";
+    case Item::Kind::kGraph:
+      return "NPUGraph::replay";
   }
   return "task";
 }
@@ -63,6 +67,9 @@ std::string submit(Item& item) {
       break;
     case Item::Kind::kWait:
       status = npuStreamWaitEvent(item.stream, item.event, 0);
+      break;
+    case Item::Kind::kGraph:
+      status = npuGraphLaunch(item.exec, item.stream);
       break;
   }
   if (status == npuSuccess) return {};
@@ -445,6 +452,9 @@ const Config& config() {
 }
 
 void launch(const NPUStream& stream, const npuTask& task) {
+  // A stream between graph_task_update_begin and _end collects its launches
+  // (Note [Task-group updates] in csrc/core/graphs/NPUGraph.cpp).
+  if (graphs::anyCapture() && graphs::collect(stream, task)) return;
   Item item;
   item.kind = Item::Kind::kLaunch;
   item.task = task;
@@ -464,6 +474,17 @@ void waitEvent(const NPUStream& stream, npuEvent_t event) {
   Item item;
   item.kind = Item::Kind::kWait;
   item.event = event;
+  pushOrRun(stream, std::move(item));
+  // A wait may fork `stream` into a capture: see Note [Capture is visible at
+  // enqueue] in csrc/core/graphs/CaptureRegistry.h.
+  if (graphs::anyCapture()) waitSubmitted(stream);
+}
+
+void launchGraph(const NPUStream& stream, npuGraphExec_t exec) {
+  external::checkManagedOnly(stream, "NPUGraph::replay");
+  Item item;
+  item.kind = Item::Kind::kGraph;
+  item.exec = exec;
   pushOrRun(stream, std::move(item));
 }
 

@@ -69,6 +69,11 @@ void launch(const NPUStream& stream, const npuTask& task);
 uint64_t recordEvent(const NPUStream& stream, npuEvent_t event);
 void waitEvent(const NPUStream& stream, npuEvent_t event);
 
+// Queues one launch of an executable graph on `stream` (NPUGraph::replay),
+// ordered with the launches on the stream. The caller keeps `exec` alive
+// until the item was submitted (waitSubmitted). Thread-safe.
+void launchGraph(const NPUStream& stream, npuGraphExec_t exec);
+
 // Destroys a runtime event once every item already pushed to any queue has
 // been submitted (records and waits of the event may sit in several queues:
 // another device's, or other streams' with PER_STREAM_QUEUE=1). Does not

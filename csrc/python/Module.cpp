@@ -285,6 +285,8 @@ void initModule(py::module_& m) {
 void initStreams(py::module_& m);  // Streams.cpp
 void initNpurt(py::module_& m);    // Npurt.cpp
 void initMemory(py::module_& m);   // Memory.cpp
+void initGraphs(py::module_& m);   // Graphs.cpp
+void initHostCallbacks(py::module_& m);  // HostCallbacks.cpp
 }  // namespace c10_npu::python
 
 PYBIND11_MODULE(_C, m) {
@@ -292,4 +294,6 @@ PYBIND11_MODULE(_C, m) {
   c10_npu::python::initModule(m);
   c10_npu::python::initStreams(m), c10_npu::python::initNpurt(m);
   c10_npu::python::initMemory(m);
+  c10_npu::python::initGraphs(m);
+  c10_npu::python::initHostCallbacks(m);
 }

@@ -787,6 +787,8 @@ void readyType(PyTypeObject* type, PyTypeObject* base, PyObject* module, const c
 
 }  // namespace
 
+NPUStream pyStreamArg(PyObject* obj, const char* api) { return streamArg(obj, api); }
+
 void initStreams(py::module_& m) {
   TORCH_CHECK(THPStreamClass != nullptr && THPEventClass != nullptr,
               "import torch before torch_npu._C");

@@ -160,8 +160,12 @@ def test_current_stream_refusals(ext, api):
     with npu.stream(ext):
         with pytest.raises(RuntimeError, match="External NPU stream is not supported in .*" + MANAGED):
             fn()
-    with pytest.raises(RuntimeError, match="not supported on the simulated NPU"):
-        fn()  # on a managed stream: the simulator's own refusal
+    # On a managed stream the API works (test_graphs.py); here, outside a
+    # capture on the default stream, only torch_npu's own checks can refuse.
+    try:
+        fn()
+    except RuntimeError as e:
+        assert "External NPU stream" not in str(e)
 
 
 def test_queue_event_tasks_refused_through_generic_api(ext):
@@ -445,8 +449,9 @@ def test_full_mode_everything_works(ext, full_mode):
     x.record_stream(ext)
     del x
     ext.synchronize()
-    # graph-like APIs: not refused as external, but unsupported on the simulator
-    with pytest.raises(RuntimeError, match="not supported on the simulated NPU"):
+    # graph APIs are not refused as external in full mode: outside a capture a
+    # task group is npurt's illegal state, not torch_npu's refusal
+    with pytest.raises(RuntimeError, match="npuErrorIllegalState"):
         npu.graph_task_group_begin(ext)
 
 

@@ -53,6 +53,13 @@ from .random import (
 from .streams import Event, ExternalEvent, ExternalStream, Stream, SyncLaunchStream
 from .graphs import (
     NPUGraph,
+    _launch_host_func,
+    _launch_host_func_pending,
+    _subscribe_report,
+    _unsubscribe_report,
+    graph,
+    graph_pool_handle,
+    make_graphed_callables,
     graph_task_group_begin,
     graph_task_group_end,
     graph_task_update_begin,
@@ -127,6 +134,8 @@ __all__ = [
     "get_rng_state_all",
     "get_stream_limit",
     "get_sync_debug_mode",
+    "graph",
+    "graph_pool_handle",
     "graph_task_group_begin",
     "graph_task_group_end",
     "graph_task_update_begin",
@@ -142,6 +151,7 @@ __all__ = [
     "is_current_stream_capturing",
     "is_initialized",
     "launch_callback",
+    "make_graphed_callables",
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",
@@ -181,3 +191,11 @@ __all__ = [
     "unsubscribe_report",
     "use_mem_pool",
 ]
+
+
+def set_compile_mode(jit_compile: bool = True) -> None:
+    r"""torch_npu's operator compile mode (JIT or binary kernels). The simulated NPU
+    runs CPU kernels and has nothing to compile: accepted and ignored, so that
+    torch_npu programs (and its graph tests) that set it run unchanged."""
+    if not isinstance(jit_compile, bool):
+        raise TypeError(f"jit_compile must be a bool, but got {type(jit_compile).__name__}")

@@ -264,11 +264,11 @@ def stream(stream):  # type: (Optional[torch.Stream]) -> StreamContext
 
 
 def is_current_stream_capturing():  # type: () -> bool
-    r"""True if graph capture is underway on the current stream.
+    r"""True if NPU graph capture is underway on the current stream, False otherwise.
 
-    The simulated NPU has no graph capture, so this is always ``False``.
+    Does not initialise the device if it was never used.
     """
-    return False
+    return _C._npu_isCurrentStreamCapturing()
 
 
 def _check_stream_arg(stream: Any, api: str) -> None:

@@ -1,0 +1,122 @@
+// NPU graphs at the PyTorch level: torch_npu's NPUGraph (CUDA's CUDAGraph),
+// task groups and super-kernel scopes.
+//
+// Layer: framework core (csrc/core/graphs). Built on npurt's stream capture
+// (Note [Stream capture], Note [Graph launch] in csrc/npurt/README.md).
+//
+// Note [Why capture and replay live in the framework]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// npurt records and replays tasks; it knows nothing of tensors, generators or
+// the task queue. Three things make a captured PyTorch program replay
+// correctly, and all three are the framework's:
+//  - memory: tensors allocated during the capture come from a private pool of
+//    the caching allocator, and go back to it when freed during the capture,
+//    so no later eager allocation can take memory a replay writes; the graph
+//    holds the pool until reset() or destruction (Note [Private memory pools]
+//    in csrc/core/NPUBlockPool.h);
+//  - random numbers: captured random ops draw from a per-replay offset (Note
+//    [Random numbers of captured ops] in csrc/core/NPUGenerator.h);
+//  - order: captures begin and end in order with the launches in the task
+//    queue (Note [Capture is visible at enqueue] in CaptureRegistry.h), and a
+//    replay is itself a queued launch.
+// How the op path's tasks run again at every replay, and what a failing replay
+// leaves behind, is Note [Replayed op tasks] in csrc/aten/OpLauncher.h.
+#pragma once
+
+#include <c10/core/Allocator.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/NPUEvent.h"
+#include "core/NPUStream.h"
+#include "core/graphs/CaptureRegistry.h"
+#include "npurt/npurt.h"
+
+namespace c10_npu {
+
+// torch_npu.npu.NPUGraph. One instance captures once; replay() launches the
+// captured work on the current stream. Not thread-safe: one thread uses an
+// instance at a time (as CUDAGraph).
+class NPUGraph {
+ public:
+  NPUGraph() = default;
+  // reset(): returns the pool and destroys the graph; never raises.
+  ~NPUGraph();
+  NPUGraph(const NPUGraph&) = delete;
+  NPUGraph& operator=(const NPUGraph&) = delete;
+
+  // Begins capturing on the current stream, allocating from `pool` (a
+  // graph_pool_handle() or another graph's pool(); {0, 0}: a new pool).
+  // Raises torch_npu's messages for TASK_QUEUE_ENABLE=2, a second capture,
+  // an external stream (compat mode) and the default stream.
+  void capture_begin(c10::MempoolId_t pool = {0, 0},
+                     npuStreamCaptureMode mode = npuStreamCaptureModeGlobal);
+  // Ends the capture (on the stream it began on) and instantiates the graph.
+  // A capture that failed (a host sync inside it, an unjoined fork, ...)
+  // raises here with npurt's reason; the instance can then capture again.
+  void capture_end();
+  // Queues one run of the graph on the current stream of its device.
+  void replay();
+  // Destroys the graph and returns the memory pool. Waits until replays
+  // already queued were handed to the runtime (they still run). Never raises.
+  void reset() noexcept;
+  // The pool id; raises before a successful capture began.
+  c10::MempoolId_t pool() const;
+  // Kept for torch_npu's API: the graph is always kept for debug_dump.
+  void enable_debug_mode() noexcept { debugMode_ = true; }
+  // Writes the graph as Graphviz DOT to `path` (warns without a graph).
+  void debug_dump(const std::string& path);
+
+  // The capture/graph state task-group handles refer to; null before capture.
+  std::shared_ptr<graphs::CaptureState> state() const { return capture_; }
+
+ private:
+  void endCaptureOnError() noexcept;
+  void queueRngState(const NPUStream& stream);
+
+  std::shared_ptr<graphs::CaptureState> capture_;
+  std::optional<NPUStream> captureStream_;
+  c10::DeviceIndex device_ = -1;
+  c10::MempoolId_t mempoolId_{0, 0};
+  bool capturing_ = false;
+  bool hasGraphExec_ = false;
+  bool debugMode_ = false;
+  npuGraph_t graph_ = nullptr;
+  npuGraphExec_t exec_ = nullptr;
+  // Replays with random ops must not overlap a previous replay on another
+  // stream (Note [Random numbers of captured ops]): the last replay's stream
+  // and an event recorded after it.
+  std::optional<NPUStream> lastReplayStream_;
+  std::unique_ptr<NPUEvent> lastReplayDone_;
+};
+
+// torch.npu.graph_pool_handle(): a new pool id {n, 0} for sharing between
+// graphs. Thread-safe.
+c10::MempoolId_t graphPoolHandle();
+
+// torch.npu.is_current_stream_capturing(). Thread-safe.
+bool isCurrentStreamCapturing();
+
+// A task group recorded by graph_task_group_end.
+struct TaskGroupHandle {
+  std::shared_ptr<graphs::CaptureState> graph;
+  npuTaskGroup_t group = 0;
+};
+
+// graph_task_group_begin/end (inside a capture), graph_task_update_begin/end
+// (after it; Note [Task-group updates] in NPUGraph.cpp). Thread-safe; raise
+// torch_npu's refusal for external streams in compat mode.
+void graphTaskGroupBegin(const NPUStream& stream);
+TaskGroupHandle graphTaskGroupEnd(const NPUStream& stream);
+void graphTaskUpdateBegin(const NPUStream& stream, const TaskGroupHandle& handle);
+void graphTaskUpdateEnd(const NPUStream& stream);
+
+// super_kernel_scope_begin/end on the current stream: inside a capture the
+// nodes between them become one fused node; outside a capture they do
+// nothing. `name` may be null. Thread-safe.
+void superKernelScopeBegin(const char* name);
+void superKernelScopeEnd(const char* name);
+
+}  // namespace c10_npu
