@@ -39,6 +39,8 @@ from .memory import (
     use_mem_pool,
 )
 from .random import (
+    _get_rng_state_offset,
+    _set_rng_state_offset,
     default_generators,
     get_rng_state,
     get_rng_state_all,
@@ -65,6 +67,12 @@ from .graphs import (
 )
 from .utils import (
     StreamContext,
+    can_device_access_peer,
+    current_blas_handle,
+    get_device_capability,
+    init,
+    _get_device_index,
+    _sleep,
     current_device,
     current_stream,
     default_stream,
@@ -107,6 +115,10 @@ __all__ = [
     "SyncLaunchStream",
     "amp",
     "caching_allocator_alloc",
+    "can_device_access_peer",
+    "current_blas_handle",
+    "get_device_capability",
+    "init",
     "caching_allocator_delete",
     "current_device",
     "current_stream",

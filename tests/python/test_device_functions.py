@@ -1,0 +1,101 @@
+"""Device and runtime functions torch_npu has beyond torch.cuda's core set:
+init, _get_device_index, get_device_capability, can_device_access_peer,
+current_blas_handle, _set/_get_rng_state_offset, _sleep and the raw current
+stream handles of torch_npu._C."""
+
+import time
+import warnings
+
+import pytest
+import torch
+import torch_npu
+
+
+def test_init_is_idempotent():
+    torch.npu.init()
+    torch.npu.init()
+    assert torch.npu.is_initialized()
+
+
+def test_get_device_index():
+    f = torch.npu._get_device_index
+    assert f(1) == 1
+    assert f("npu:1") == 1
+    assert f(torch.device("npu", 0)) == 0
+    assert f(None, optional=True) == torch.npu.current_device()
+    assert f("cpu", allow_cpu=True) == -1
+    with pytest.raises(ValueError, match="Expected a npu device, but got: cpu"):
+        f("cpu")
+    with pytest.raises(ValueError, match="Expected a npu or cpu device, but got: meta"):
+        f("meta", allow_cpu=True)
+
+
+def test_get_device_capability(monkeypatch):
+    monkeypatch.delenv("TORCH_NPU_DEVICE_CAPABILITY", raising=False)
+    with pytest.warns(UserWarning, match="TORCH_NPU_DEVICE_CAPABILITY"):
+        assert torch.npu.get_device_capability() is None
+    monkeypatch.setenv("TORCH_NPU_DEVICE_CAPABILITY", "8.0")
+    with pytest.warns(UserWarning, match="only for compatibility"):
+        assert torch.npu.get_device_capability(0) == (8, 0)
+    monkeypatch.setenv("TORCH_NPU_DEVICE_CAPABILITY", "eight")
+    with pytest.warns(UserWarning, match="can't parse .*: eight"):
+        assert torch.npu.get_device_capability() is None
+
+
+def test_can_device_access_peer():
+    assert torch.npu.can_device_access_peer(0, 1)
+    assert torch.npu.can_device_access_peer("npu:1", torch.device("npu:0"))
+    assert not torch.npu.can_device_access_peer(0, 0)
+    with pytest.raises(AssertionError, match="Invalid device id: 7"):
+        torch.npu.can_device_access_peer(7, 0)
+    with pytest.raises(AssertionError, match="Invalid peer device id: 9"):
+        torch.npu.can_device_access_peer(0, 9)
+
+
+def test_current_blas_handle_warns():
+    with pytest.warns(UserWarning, match="NPU does not use blas handle"):
+        assert torch.npu.current_blas_handle() is None
+
+
+def test_rng_state_offset():
+    torch.npu.manual_seed(1)
+    assert torch.npu._get_rng_state_offset() == 0
+    a = torch.rand(4, device="npu").cpu()
+    assert torch.npu._get_rng_state_offset() > 0
+    torch.npu._set_rng_state_offset(0)
+    assert torch.equal(torch.rand(4, device="npu").cpu(), a)
+    torch.npu._set_rng_state_offset(8, device=1)
+    assert torch.npu._get_rng_state_offset(1) == 8
+    with pytest.raises(TypeError, match="float"):
+        torch.npu._set_rng_state_offset(1.5)
+
+
+def test_sleep_keeps_the_stream_busy_without_blocking_the_host():
+    s = torch.npu.Stream()
+    with torch.npu.stream(s):
+        t0 = time.perf_counter()
+        torch.npu._sleep(100_000_000)  # 100 ms
+        assert time.perf_counter() - t0 < 0.05
+        assert not s.query()
+        x = torch.ones(2, device="npu") * 2  # queued behind the sleep
+    s.synchronize()
+    assert time.perf_counter() - t0 >= 0.09
+    assert x.cpu().tolist() == [2.0, 2.0]
+
+
+def test_sleep_bad_arguments():
+    with pytest.raises(RuntimeError, match="non-negative number of cycles, but got -5"):
+        torch.npu._sleep(-5)
+    with pytest.raises(TypeError, match="str"):
+        torch.npu._sleep("10")
+    torch.npu._sleep(0)
+
+
+def test_raw_current_stream():
+    raw = torch_npu._C._npu_getCurrentRawStream(0)
+    assert raw == torch_npu._C._npu_getCurrentRawStreamNoWait(0) == torch.npu.current_stream(0).npu_stream
+    s = torch.npu.Stream(device=1)
+    with torch.npu.stream(s):
+        assert torch_npu._C._npu_getCurrentRawStream(1) == s.npu_stream != raw
+    with pytest.raises(RuntimeError, match="9"):
+        torch_npu._C._npu_getCurrentRawStream(9)
