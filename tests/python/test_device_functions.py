@@ -99,3 +99,16 @@ def test_raw_current_stream():
         assert torch_npu._C._npu_getCurrentRawStream(1) == s.npu_stream != raw
     with pytest.raises(RuntimeError, match="9"):
         torch_npu._C._npu_getCurrentRawStream(9)
+
+
+def test_data_assignment_moves_a_parameter_between_cpu_and_npu():
+    # Note [Shallow copies between cpu and npu]
+    p = torch.nn.Parameter(torch.arange(3.0))
+    p.data = p.data.npu()
+    assert p.device.type == "npu" and isinstance(p, torch.nn.Parameter)
+    assert p.cpu().tolist() == [0.0, 1.0, 2.0]
+    p.data = p.data.cpu()
+    assert p.device.type == "cpu"
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        torch.randn(2).data = torch.randn(2).to_sparse()
+
