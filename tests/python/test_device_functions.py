@@ -112,3 +112,21 @@ def test_data_assignment_moves_a_parameter_between_cpu_and_npu():
     with pytest.raises(RuntimeError, match="incompatible tensor type"):
         torch.randn(2).data = torch.randn(2).to_sparse()
 
+
+def test_legacy_typed_tensors():
+    t = torch.npu.FloatTensor(2, 3)
+    assert t.shape == (2, 3) and t.dtype == torch.float32 and t.device.type == "npu"
+    assert torch.npu.FloatTensor(torch.Size([4])).shape == (4,)
+    assert torch.npu.FloatTensor().shape == (0,)
+    assert torch.npu.FloatTensor([10, 10]).cpu().tolist() == [10.0, 10.0]
+    assert torch.npu.LongTensor(torch.ones(2)).dtype == torch.int64
+    assert isinstance(torch.ones(2).npu(), torch.npu.FloatTensor)
+    assert isinstance(torch.ones(2).double().npu(), torch.npu.DoubleTensor)
+    assert isinstance(torch.ones(2, dtype=torch.int32, device="npu:1"), torch.npu.IntTensor)
+    assert not isinstance(torch.ones(2).npu(), torch.npu.IntTensor)
+    assert not isinstance(torch.ones(2), torch.npu.FloatTensor)
+    assert torch_npu.npu.HalfTensor is torch.npu.HalfTensor
+    with pytest.raises(TypeError, match="takes no keyword arguments"):
+        torch.npu.FloatTensor(2, device="npu")
+    with pytest.raises(TypeError, match=r"expects sizes.*\(2, 'x'\)"):
+        torch.npu.FloatTensor(2, "x")

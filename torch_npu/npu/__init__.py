@@ -52,6 +52,18 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from ._tensor_types import (
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 from .streams import Event, ExternalEvent, ExternalStream, Stream, SyncLaunchStream
 from .graphs import (
     NPUGraph,
@@ -104,6 +116,16 @@ from .utils import (
 )
 
 __all__ = [
+    "BFloat16Tensor",
+    "BoolTensor",
+    "ByteTensor",
+    "CharTensor",
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "IntTensor",
+    "LongTensor",
+    "ShortTensor",
     "Event",
     "ExternalEvent",
     "ExternalStream",
