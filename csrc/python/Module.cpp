@@ -11,13 +11,13 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <chrono>
 #include <tuple>
 #include <unordered_map>
 

@@ -130,3 +130,35 @@ def test_legacy_typed_tensors():
         torch.npu.FloatTensor(2, device="npu")
     with pytest.raises(TypeError, match=r"expects sizes.*\(2, 'x'\)"):
         torch.npu.FloatTensor(2, "x")
+
+
+_VISIBLE = """
+import torch, torch_npu
+print(torch.npu.device_count(), torch_npu._C._npu_getDeviceCount())
+print(",".join(torch.npu.get_device_name(i) for i in range(torch.npu.device_count())))
+x = torch.arange(3.0, device="npu:0")
+print(x.cpu().tolist())
+"""
+
+
+@pytest.mark.parametrize(
+    "value, names",
+    [("1,0", "NPU-SIM-1,NPU-SIM-0"), (" 1 ", "NPU-SIM-1"), ("0, 1", "NPU-SIM-0,NPU-SIM-1"), ("", "NPU-SIM-0,NPU-SIM-1")],
+)
+def test_ascend_rt_visible_devices_restricts_and_reorders(value, names):
+    # Note [Visible devices]
+    from conftest import run_py_ok
+
+    out = run_py_ok(_VISIBLE, {"ASCEND_RT_VISIBLE_DEVICES": value}).splitlines()
+    count = len(names.split(","))
+    assert out == [f"{count} {count}", names, "[0.0, 1.0, 2.0]"]
+
+
+@pytest.mark.parametrize("value", ["0,0", "2", "npu0", ",", "0,", "-1", "1;0"])
+def test_ascend_rt_visible_devices_invalid_fails_initialisation_naming_the_value(value):
+    from conftest import run_py
+
+    p = run_py(_VISIBLE, {"ASCEND_RT_VISIBLE_DEVICES": value})
+    assert p.returncode != 0
+    assert p.stdout.splitlines()[0] == "0 0"  # counting does not raise, as torch.cuda's
+    assert f"ASCEND_RT_VISIBLE_DEVICES must be a comma-separated list of distinct device ordinals in [0, 2), got '{value}'" in p.stderr

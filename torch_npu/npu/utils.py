@@ -55,7 +55,7 @@ def _lazy_init() -> None:
     by the functions of this module, and (in C++) by the first stream or event
     use. Validates every environment variable the backend reads and raises
     ``RuntimeError`` naming the variable, its value and the accepted values:
-    ``NPU_SIM_DEVICE_COUNT``, ``NPU_SIM_CORES``, ``NPU_SIM_MEMORY_MB``,
+    ``NPU_SIM_DEVICE_COUNT``, ``ASCEND_RT_VISIBLE_DEVICES``, ``NPU_SIM_CORES``, ``NPU_SIM_MEMORY_MB``,
     ``NPU_SIM_TASK_DELAY_US``, ``TASK_QUEUE_ENABLE``,
     ``ASCEND_LAUNCH_BLOCKING``, ``PER_STREAM_QUEUE`` and
     ``TORCH_NPU_EXTERNAL_STREAM_MODE``; a bad ``STREAMS_PER_DEVICE`` warns
@@ -90,7 +90,12 @@ def is_available():  # type: () -> bool
 
 
 def device_count():  # type: () -> int
-    r"""Number of simulated NPUs (``NPU_SIM_DEVICE_COUNT``)."""
+    r"""Number of simulated NPUs the process sees.
+
+    ``NPU_SIM_DEVICE_COUNT``, or the length of ``ASCEND_RT_VISIBLE_DEVICES``
+    when set; 0 if that configuration is invalid (the first npu use then
+    raises the reason).
+    """
     return _C._npu_getDeviceCount()
 
 
