@@ -162,3 +162,16 @@ def test_ascend_rt_visible_devices_invalid_fails_initialisation_naming_the_value
     assert p.returncode != 0
     assert p.stdout.splitlines()[0] == "0 0"  # counting does not raise, as torch.cuda's
     assert f"ASCEND_RT_VISIBLE_DEVICES must be a comma-separated list of distinct device ordinals in [0, 2), got '{value}'" in p.stderr
+
+
+def test_device_properties_have_torch_npu_fields():
+    props = torch.npu.get_device_properties(1)
+    assert props.name == "NPU-SIM-1" and props.total_memory > 0
+    assert props.cube_core_num == props.vector_core_num == props.multi_processor_count > 0
+    assert props.L2_cache_size == 0
+    assert len(str(props.uuid)) == 36 and len(props.uuid.bytes) == 16
+    assert props.uuid == torch.npu.get_device_properties(1).uuid != torch.npu.get_device_properties(0).uuid
+    for field in ("major", "minor", "is_multi_gpu_board", "is_integrated", "warp_size", "gcnArchName"):
+        assert getattr(props, field) is None
+    with pytest.raises(RuntimeError, match="Invalid device_index: 5"):
+        torch.npu.get_device_properties(5)

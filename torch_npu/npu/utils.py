@@ -142,16 +142,46 @@ def synchronize(device=None):  # type: (_DeviceLike) -> None
 
 
 class _DeviceProperties(NamedTuple):
+    r"""What ``get_device_properties`` returns (torch_npu's field names).
+
+    ``cube_core_num`` and ``vector_core_num`` are the device's executor threads
+    (``NPU_SIM_CORES``; the simulator has one kind of core), ``L2_cache_size``
+    is 0 (no cache is simulated), ``uuid`` is stable per simulated device. The
+    CUDA fields torch_npu keeps for compatibility (``major``, ``minor``,
+    ``warp_size``, ...) are ``None``, as on torch_npu.
+    """
+
     name: str
     total_memory: int
     multi_processor_count: int
+    cube_core_num: int = 0
+    vector_core_num: int = 0
+    L2_cache_size: int = 0
+    uuid: Optional[Any] = None
+    major: Optional[int] = None
+    minor: Optional[int] = None
+    is_multi_gpu_board: Optional[bool] = None
+    is_integrated: Optional[bool] = None
+    max_threads_per_multi_processor: Optional[int] = None
+    warp_size: Optional[int] = None
+    regs_per_multiprocessor: Optional[int] = None
+    gcnArchName: Optional[str] = None
 
 
 def get_device_properties(device=None):  # type: (_DeviceLike) -> _DeviceProperties
-    r"""Name, total memory (bytes) and core count of a device."""
+    r"""Name, total memory (bytes), core counts and uuid of a device (see ``_DeviceProperties``)."""
+    import uuid
+
     _lazy_init()
     name, total, cores = _C._npu_getDeviceProperties(_checked_index(device))
-    return _DeviceProperties(name, total, cores)
+    return _DeviceProperties(
+        name,
+        total,
+        cores,
+        cube_core_num=cores,
+        vector_core_num=cores,
+        uuid=uuid.uuid5(uuid.NAMESPACE_OID, f"torch_npu-simulator/{name}"),
+    )
 
 
 def get_device_name(device=None):  # type: (_DeviceLike) -> str
