@@ -24,6 +24,16 @@ torch.utils.generate_methods_for_privateuse1_backend(
 __all__ = ["npu", "erase_stream"]
 
 
+def _autoload() -> None:
+    r"""Entry point of PyTorch's device-backend autoload (group ``torch.backends``).
+
+    When the package is installed, ``import torch`` imports torch_npu and calls
+    this; importing the package already registered the ``npu`` device, so there
+    is nothing left to do. ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns the
+    autoload off.
+    """
+
+
 def erase_stream(tensor, stream):  # type: (torch.Tensor, npu.Stream) -> None
     r"""Undo ``tensor.record_stream(stream)``.
 

@@ -175,3 +175,27 @@ def test_device_properties_have_torch_npu_fields():
         assert getattr(props, field) is None
     with pytest.raises(RuntimeError, match="Invalid device_index: 5"):
         torch.npu.get_device_properties(5)
+
+
+def test_torch_backends_entry_point_autoloads(tmp_path):
+    # The entry point setup.py installs, declared in a dist-info directory on
+    # sys.path: importlib.metadata finds it as it finds an installed copy's.
+    import os
+    import re
+
+    from conftest import PKG_ROOT, run_py
+
+    setup_py = open(os.path.join(PKG_ROOT, "setup.py")).read()
+    spec = re.search(r'"torch\.backends": \["([^"]+)"\]', setup_py).group(1)
+    dist = tmp_path / "torch_npu_sim-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch_npu_sim\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text(f"[torch.backends]\n{spec}\n")
+    code = "import sys, torch; print('torch_npu' in sys.modules, hasattr(torch, 'npu'))"
+    path = os.pathsep.join([str(tmp_path), PKG_ROOT])
+    on = run_py(code, {"PYTHONPATH": path})
+    assert on.returncode == 0, on.stderr
+    assert on.stdout.split() == ["True", "True"]
+    off = run_py(code, {"PYTHONPATH": path, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.split() == ["False", "False"]
