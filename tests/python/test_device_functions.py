@@ -199,3 +199,14 @@ def test_torch_backends_entry_point_autoloads(tmp_path):
     off = run_py(code, {"PYTHONPATH": path, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert off.returncode == 0, off.stderr
     assert off.stdout.split() == ["False", "False"]
+
+
+def test_accelerator_empty_host_cache_releases_pinned_memory():
+    # Note [The pinned allocator is PyTorch's host allocator for npu]: this
+    # crashed while no at::HostAllocator was registered for npu.
+    p = torch.ones(1024).pin_memory()
+    assert p.is_pinned()
+    del p
+    assert torch.npu.host_memory_stats()["allocated_bytes.current"] > 0  # cached
+    torch.accelerator.empty_host_cache()
+    assert torch.npu.host_memory_stats()["allocated_bytes.current"] == 0
