@@ -210,3 +210,11 @@ def test_accelerator_empty_host_cache_releases_pinned_memory():
     assert torch.npu.host_memory_stats()["allocated_bytes.current"] > 0  # cached
     torch.accelerator.empty_host_cache()
     assert torch.npu.host_memory_stats()["allocated_bytes.current"] == 0
+
+
+def test_get_cann_version_is_not_known():
+    from torch_npu.utils.collect_env import get_cann_version
+
+    assert get_cann_version() == "not known" == torch_npu.utils.get_cann_version(module="CANN")
+    with pytest.raises(TypeError, match="int"):
+        get_cann_version(module=3)
