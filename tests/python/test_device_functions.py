@@ -126,8 +126,16 @@ def test_legacy_typed_tensors():
     assert not isinstance(torch.ones(2).npu(), torch.npu.IntTensor)
     assert not isinstance(torch.ones(2), torch.npu.FloatTensor)
     assert torch_npu.npu.HalfTensor is torch.npu.HalfTensor
-    with pytest.raises(TypeError, match="takes no keyword arguments"):
-        torch.npu.FloatTensor(2, device="npu")
+    assert torch.npu.FloatTensor(1, device=1).get_device() == 1
+    with torch.npu.device(1):
+        assert torch.npu.FloatTensor(1).get_device() == 1
+        assert torch.npu.FloatTensor([1.0], device="npu:0").get_device() == 0
+    with pytest.raises(RuntimeError, match="expects device type: npu but device type: cpu"):
+        torch.npu.FloatTensor(2, device="cpu")
+    with pytest.raises(RuntimeError, match="Invalid device_index: 7"):
+        torch.npu.FloatTensor(2, device=7)
+    with pytest.raises(TypeError, match="dtype"):
+        torch.npu.FloatTensor(2, dtype=torch.float64)
     with pytest.raises(TypeError, match=r"expects sizes.*\(2, 'x'\)"):
         torch.npu.FloatTensor(2, "x")
 
