@@ -204,6 +204,10 @@ def test_torch_backends_entry_point_autoloads(tmp_path):
     on = run_py(code, {"PYTHONPATH": path})
     assert on.returncode == 0, on.stderr
     assert on.stdout.split() == ["True", "True"]
+    # Importing torch_npu first: its own `import torch` runs the autoload.
+    first = run_py("import torch_npu, torch; print(torch.ones(1, device='npu').device)", {"PYTHONPATH": path})
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["npu:0"]
     off = run_py(code, {"PYTHONPATH": path, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert off.returncode == 0, off.stderr
     assert off.stdout.split() == ["False", "False"]
