@@ -192,6 +192,7 @@ def test_external_event_waits_before_record_hold_no_core():
         ev.wait(w)
     assert torch_npu._C._npu_externalEventPendingGates(0) == len(pending)
     x = torch.ones(8, device="npu")
+    s.wait_stream(npu.current_stream())  # x is written on the current stream
     with npu.stream(s):
         y = x + 1
     s.synchronize()  # unrelated work is not starved of cores
