@@ -56,4 +56,8 @@ setup(
     python_requires=">=3.10",
     install_requires=["torch==2.13.0"],
     zip_safe=False,
+    # PyTorch's device-backend autoload: `import torch` imports torch_npu and
+    # calls torch_npu._autoload() (TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it
+    # off). Takes effect once the package is installed (`make install`).
+    entry_points={"torch.backends": ["torch_npu = torch_npu:_autoload"]},
 )

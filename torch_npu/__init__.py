@@ -6,7 +6,22 @@ Importing this package registers the ``npu`` device with PyTorch: ``torch.npu``,
 current stream of its device, on a simulated device that runs on the CPU.
 """
 
-import torch
+
+def _autoload() -> None:
+    r"""Entry point of PyTorch's device-backend autoload (group ``torch.backends``).
+
+    When the package is installed, ``import torch`` imports torch_npu and calls
+    this; importing the package already registered the ``npu`` device, so there
+    is nothing left to do. ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns the
+    autoload off.
+
+    Defined before ``import torch``: when the program imports torch_npu first,
+    torch_npu's ``import torch`` runs the autoload, which finds this package
+    half-initialised in ``sys.modules`` and calls this function right away.
+    """
+
+
+import torch  # noqa: E402
 
 # Loads the native libraries: registers the guard, hooks, allocator,
 # generator and every op kernel for PrivateUse1.
@@ -22,6 +37,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 __all__ = ["npu", "erase_stream"]
+
 
 
 def erase_stream(tensor, stream):  # type: (torch.Tensor, npu.Stream) -> None

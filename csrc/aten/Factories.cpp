@@ -135,6 +135,23 @@ at::Tensor& setSourceStorageOffset(at::Tensor& self, at::Storage storage, int64_
   return at::cpu::set_(self, storage, offset, size, stride);
 }
 
+// Note [Shallow copies between cpu and npu]
+// `x.data = y` (Variable::set_data) requires `_has_compatible_shallow_copy_type`;
+// c10's default (TensorImpl::has_compatible_shallow_copy_type) knows only the
+// built-in dense backends, so `x.data = x.data.npu()` on a cpu parameter, a
+// torch_npu idiom, would fail with "incompatible tensor type". Both tensors
+// are plain strided TensorImpls, so a shallow copy between them is sound;
+// other layouts keep c10's rule. The op dispatches on the higher key of its
+// two arguments, so this kernel sees cpu<->npu pairs.
+bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
+  auto plainDense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided &&
+           (t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  if (plainDense(self) && plainDense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 struct RegisterResizeHook {
   RegisterResizeHook() { gResizeStorageBytes = &growStorage; }
 } registerResizeHook;
@@ -151,6 +168,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", setSourceTensor);
   m.impl("set_.source_Storage", setSourceStorage);
   m.impl("set_.source_Storage_storage_offset", setSourceStorageOffset);
+  m.impl("_has_compatible_shallow_copy_type", hasCompatibleShallowCopyType);
 }
 
 }  // namespace c10_npu::aten

@@ -97,6 +97,14 @@ float NPUEvent::elapsed_time(const NPUEvent& other) const {
               "Both events must be created with argument 'enable_timing=True'.", NPU_ERROR_SUFFIX);
   TORCH_CHECK(was_recorded_ && other.was_recorded_,
               "Both events must be recorded before calculating elapsed time.", NPU_ERROR_SUFFIX);
+  // Devices have no common clock on hardware (aclrtEventElapsedTime and
+  // cudaEventElapsedTime refuse such a pair), so neither does the simulator,
+  // although its timestamps would allow it: code must not come to rely on it.
+  TORCH_CHECK(device_index_ == other.device_index_,
+              "Both events must be recorded on the same device to calculate elapsed time, but "
+              "got npu:",
+              static_cast<int>(device_index_), " and npu:", static_cast<int>(other.device_index_),
+              ".", NPU_ERROR_SUFFIX);
   synchronize();
   other.synchronize();
   float ms = 0.0f;

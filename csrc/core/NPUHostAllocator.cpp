@@ -21,6 +21,7 @@
 // NPUCachingAllocator.cpp). Events are recorded at once, so a destroyed
 // external stream is never touched later.
 #include "core/NPUCachingAllocator.h"
+#include <ATen/core/CachingHostAllocator.h>
 
 #include <c10/util/Exception.h>
 
@@ -306,22 +307,55 @@ void rawDelete(void* ptr) noexcept {
   }
 }
 
-class PinnedAllocator final : public c10::Allocator {
+// Note [The pinned allocator is PyTorch's host allocator for npu]
+// PyTorch's device-generic host-memory API (torch.accelerator.empty_host_cache,
+// at::getHostAllocator(PrivateUse1)) calls the at::HostAllocator registered for
+// the device type, without a null check: unregistered, it crashes. So the
+// pinned allocator is an at::HostAllocator, registered below. Its statistics
+// are the ones this allocator keeps (current values; no peaks are tracked, so
+// the reset functions have nothing to reset).
+class PinnedAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override { return hostAllocator().allocate(nbytes); }
   c10::DeleterFnPtr raw_deleter() const override { return &rawDelete; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     if (count != 0) std::memcpy(dest, src, count);  // host memory
   }
+  bool record_event(void* ptr, void* /*ctx*/, c10::Stream stream) override {
+    hostAllocator().recordEvent(ptr, NPUStream(stream));
+    return true;
+  }
+  void empty_cache() override { hostAllocator().emptyCache(); }
+  at::HostStats get_stats() override {
+    const HostStats mine = hostAllocator().stats();
+    at::HostStats out;
+    out.allocated_bytes.current = mine.reserved_bytes;
+    out.active_bytes.current = mine.allocated_bytes;
+    out.num_host_alloc = mine.num_host_alloc;
+    out.num_host_free = mine.num_host_free;
+    return out;
+  }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
 };
 
 }  // namespace
 
-c10::Allocator* get() {
+namespace {
+PinnedAllocator* pinnedAllocator() {
   // Leaked, as the allocator state it fronts.
   static PinnedAllocator* instance = std::make_unique<PinnedAllocator>().release();
   return instance;
 }
+
+// See Note [The pinned allocator is PyTorch's host allocator for npu].
+const bool kRegistered = [] {
+  at::setHostAllocator(c10::DeviceType::PrivateUse1, pinnedAllocator());
+  return true;
+}();
+}  // namespace
+
+c10::Allocator* get() { return pinnedAllocator(); }
 
 void recordEvent(const void* ptr, NPUStream stream) { hostAllocator().recordEvent(ptr, stream); }
 

@@ -11,11 +11,13 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -106,6 +108,15 @@ int kernelThreads(int64_t id, int64_t idx, int64_t type) {
   waitForHostRead(s);
   return seen->load();
 }
+
+// Note [Sleep cycles]
+// torch.cuda._sleep spins for a number of GPU clock cycles; tests calibrate it
+// with get_cycles_per_ms() and use it to keep a stream busy. The simulated
+// device has no clock, so one cycle is defined as one nanosecond of the
+// executor sleeping (not spinning: the machine's cores are shared). The
+// kernel holds its executor like a real kernel holds the device, so later
+// work on the stream waits for it; get_cycles_per_ms() measures about 1e6.
+constexpr int64_t kNanosecondsPerSleepCycle = 1;
 
 std::atomic<bool> gInitialized{false};
 
@@ -234,6 +245,27 @@ void initModule(py::module_& m) {
     NPUStream s = unpack(id, idx, type);
     py::gil_scoped_release nogil;
     return reinterpret_cast<uint64_t>(s.stream());
+  });
+  // torch_npu._C._npu_getCurrentRawStream(device): the runtime handle of the
+  // current stream as an integer, after draining the task queue (what another
+  // library launching on the handle needs). The NoWait variant skips the
+  // drain, as torch_npu's does, for callers that only compare handles.
+  m.def("_npu_getCurrentRawStream", [](int64_t d) {
+    NPUStream s = getCurrentNPUStream(checkedDeviceIndex(d));
+    py::gil_scoped_release nogil;
+    return reinterpret_cast<uint64_t>(s.stream());
+  });
+  m.def("_npu_getCurrentRawStreamNoWait", [](int64_t d) {
+    return reinterpret_cast<uint64_t>(getCurrentNPUStream(checkedDeviceIndex(d)).rawHandle());
+  });
+  // torch_npu.npu._sleep(cycles): a kernel that keeps the current stream busy.
+  // See Note [Sleep cycles].
+  m.def("_npu_sleep", [](int64_t cycles) {
+    TORCH_CHECK(cycles >= 0, "_sleep expects a non-negative number of cycles, but got ", cycles,
+                NPU_ERROR_SUFFIX);
+    aten::launchKernel(getCurrentNPUStream(), "npu::sleep", [cycles] {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(cycles * kNanosecondsPerSleepCycle));
+    });
   });
   m.def("_npu_streamPriority",
         [](int64_t id, int64_t idx, int64_t type) { return unpack(id, idx, type).priority(); });

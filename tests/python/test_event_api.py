@@ -192,6 +192,7 @@ def test_external_event_waits_before_record_hold_no_core():
         ev.wait(w)
     assert torch_npu._C._npu_externalEventPendingGates(0) == len(pending)
     x = torch.ones(8, device="npu")
+    s.wait_stream(npu.current_stream())  # x is written on the current stream
     with npu.stream(s):
         y = x + 1
     s.synchronize()  # unrelated work is not starved of cores
@@ -248,3 +249,15 @@ def test_record_stream_delays_reuse():
         env={"NPU_SIM_TASK_DELAY_US": "30000"},
     )
     assert out.strip() == "2.0 2.0"
+
+
+def test_elapsed_time_across_devices_is_refused():
+    # Hardware has no common clock across devices; see NPUEvent::elapsed_time.
+    a = torch.npu.Event(enable_timing=True)
+    b = torch.npu.Event(enable_timing=True)
+    with torch.npu.device(0):
+        a.record()
+    with torch.npu.device(1):
+        b.record()
+    with pytest.raises(RuntimeError, match="same device to calculate elapsed time, but got npu:0 and npu:1"):
+        a.elapsed_time(b)

@@ -39,6 +39,8 @@ from .memory import (
     use_mem_pool,
 )
 from .random import (
+    _get_rng_state_offset,
+    _set_rng_state_offset,
     default_generators,
     get_rng_state,
     get_rng_state_all,
@@ -49,6 +51,18 @@ from .random import (
     seed_all,
     set_rng_state,
     set_rng_state_all,
+)
+from ._tensor_types import (
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
 )
 from .streams import Event, ExternalEvent, ExternalStream, Stream, SyncLaunchStream
 from .graphs import (
@@ -72,6 +86,12 @@ from .graphs import (
 )
 from .utils import (
     StreamContext,
+    can_device_access_peer,
+    current_blas_handle,
+    get_device_capability,
+    init,
+    _get_device_index,
+    _sleep,
     current_device,
     current_stream,
     default_stream,
@@ -103,6 +123,16 @@ from .utils import (
 )
 
 __all__ = [
+    "BFloat16Tensor",
+    "BoolTensor",
+    "ByteTensor",
+    "CharTensor",
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "IntTensor",
+    "LongTensor",
+    "ShortTensor",
     "Event",
     "ExternalEvent",
     "ExternalStream",
@@ -114,6 +144,10 @@ __all__ = [
     "SyncLaunchStream",
     "amp",
     "caching_allocator_alloc",
+    "can_device_access_peer",
+    "current_blas_handle",
+    "get_device_capability",
+    "init",
     "caching_allocator_delete",
     "current_device",
     "current_stream",

@@ -99,3 +99,21 @@ def seed_all() -> None:
 def initial_seed() -> int:
     r"""The current seed of the current device's generator."""
     return default_generators[_checked_index(None)].initial_seed()
+
+
+def _set_rng_state_offset(offset: int, device: _DeviceLike = "npu") -> None:
+    r"""Set the Philox offset of a device's default generator (``torch.cuda``'s name).
+
+    Args:
+        offset (int): the new offset; a multiple of 4, as PyTorch's Philox
+            generators require (else ``RuntimeError``).
+        device (torch.device or int, optional): the device; the current one by default.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"_set_rng_state_offset expects an int offset, but got {type(offset).__name__}")
+    default_generators[_checked_index(device)].set_offset(offset)
+
+
+def _get_rng_state_offset(device: _DeviceLike = "npu") -> int:
+    r"""The Philox offset of a device's default generator."""
+    return default_generators[_checked_index(device)].get_offset()

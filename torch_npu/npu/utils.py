@@ -11,6 +11,10 @@ from .streams import Stream, _device_index, _enter_stream, _exit_stream
 
 __all__ = [
     "StreamContext",
+    "can_device_access_peer",
+    "current_blas_handle",
+    "get_device_capability",
+    "init",
     "current_device",
     "current_stream",
     "default_stream",
@@ -51,7 +55,7 @@ def _lazy_init() -> None:
     by the functions of this module, and (in C++) by the first stream or event
     use. Validates every environment variable the backend reads and raises
     ``RuntimeError`` naming the variable, its value and the accepted values:
-    ``NPU_SIM_DEVICE_COUNT``, ``NPU_SIM_CORES``, ``NPU_SIM_MEMORY_MB``,
+    ``NPU_SIM_DEVICE_COUNT``, ``ASCEND_RT_VISIBLE_DEVICES``, ``NPU_SIM_CORES``, ``NPU_SIM_MEMORY_MB``,
     ``NPU_SIM_TASK_DELAY_US``, ``TASK_QUEUE_ENABLE``,
     ``ASCEND_LAUNCH_BLOCKING``, ``PER_STREAM_QUEUE`` and
     ``TORCH_NPU_EXTERNAL_STREAM_MODE``; a bad ``STREAMS_PER_DEVICE`` warns
@@ -86,7 +90,12 @@ def is_available():  # type: () -> bool
 
 
 def device_count():  # type: () -> int
-    r"""Number of simulated NPUs (``NPU_SIM_DEVICE_COUNT``)."""
+    r"""Number of simulated NPUs the process sees.
+
+    ``NPU_SIM_DEVICE_COUNT``, or the length of ``ASCEND_RT_VISIBLE_DEVICES``
+    when set; 0 if that configuration is invalid (the first npu use then
+    raises the reason).
+    """
     return _C._npu_getDeviceCount()
 
 
@@ -133,16 +142,46 @@ def synchronize(device=None):  # type: (_DeviceLike) -> None
 
 
 class _DeviceProperties(NamedTuple):
+    r"""What ``get_device_properties`` returns (torch_npu's field names).
+
+    ``cube_core_num`` and ``vector_core_num`` are the device's executor threads
+    (``NPU_SIM_CORES``; the simulator has one kind of core), ``L2_cache_size``
+    is 0 (no cache is simulated), ``uuid`` is stable per simulated device. The
+    CUDA fields torch_npu keeps for compatibility (``major``, ``minor``,
+    ``warp_size``, ...) are ``None``, as on torch_npu.
+    """
+
     name: str
     total_memory: int
     multi_processor_count: int
+    cube_core_num: int = 0
+    vector_core_num: int = 0
+    L2_cache_size: int = 0
+    uuid: Optional[Any] = None
+    major: Optional[int] = None
+    minor: Optional[int] = None
+    is_multi_gpu_board: Optional[bool] = None
+    is_integrated: Optional[bool] = None
+    max_threads_per_multi_processor: Optional[int] = None
+    warp_size: Optional[int] = None
+    regs_per_multiprocessor: Optional[int] = None
+    gcnArchName: Optional[str] = None
 
 
 def get_device_properties(device=None):  # type: (_DeviceLike) -> _DeviceProperties
-    r"""Name, total memory (bytes) and core count of a device."""
+    r"""Name, total memory (bytes), core counts and uuid of a device (see ``_DeviceProperties``)."""
+    import uuid
+
     _lazy_init()
     name, total, cores = _C._npu_getDeviceProperties(_checked_index(device))
-    return _DeviceProperties(name, total, cores)
+    return _DeviceProperties(
+        name,
+        total,
+        cores,
+        cube_core_num=cores,
+        vector_core_num=cores,
+        uuid=uuid.uuid5(uuid.NAMESPACE_OID, f"torch_npu-simulator/{name}"),
+    )
 
 
 def get_device_name(device=None):  # type: (_DeviceLike) -> str
@@ -428,3 +467,121 @@ def host_sync_stats() -> Dict[str, int]:
 def reset_host_sync_stats() -> None:
     r"""Resets the counts of :func:`host_sync_count` and :func:`host_sync_stats`."""
     _C._npu_resetHostSyncStats()
+
+
+def init() -> None:
+    r"""Initialise the npu backend now (``torch_npu.npu.init``).
+
+    Ordinary code never needs this: every npu function and the first npu
+    tensor initialise the backend on demand. Does nothing if the backend is
+    already initialised; raises ``RuntimeError`` naming the variable if the
+    configuration is invalid (see :func:`_lazy_init`).
+    """
+    _lazy_init()
+
+
+def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False) -> int:
+    r"""The device index of ``device`` (a ``torch.device``, str, int or ``None``).
+
+    An int is returned as is. ``torch.device('npu')`` without an index, and
+    ``None``, give the current device if ``optional`` is true. A cpu device is
+    accepted (giving ``-1``) only with ``allow_cpu``; any other device type is
+    a ``ValueError`` naming the device.
+    """
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if allow_cpu:
+            if device.type not in ("npu", "cpu"):
+                raise ValueError(f"Expected a npu or cpu device, but got: {device}")
+        elif device.type != "npu":
+            raise ValueError(f"Expected a npu device, but got: {device}")
+    if isinstance(device, globals()["device"]):
+        return device.idx
+    from torch._utils import _get_device_index as _torch_get_device_index
+
+    return _torch_get_device_index(device, optional, allow_cpu)
+
+
+_cached_capability: Optional[Any] = None
+_cached_capability_env: Optional[str] = None
+
+
+def get_device_capability(device: _DeviceLike = None) -> Optional[Any]:
+    r"""``(major, minor)`` from ``TORCH_NPU_DEVICE_CAPABILITY`` (``"8.0"``), else ``None``.
+
+    As in torch_npu, the value only exists for code written for CUDA and says
+    nothing about the device; ``device`` is ignored. Warns every call; an
+    unset or malformed variable warns and returns ``None``.
+    """
+    import os
+    import re
+    import warnings
+
+    global _cached_capability, _cached_capability_env
+    env = os.getenv("TORCH_NPU_DEVICE_CAPABILITY")
+    note = (
+        "The return value of get_device_capability is only for compatibility with PyTorch "
+        "and does not represent the actual capability of the NPU device."
+    )
+    if not env:
+        warnings.warn(
+            f"You can set the device capability via the environment variable TORCH_NPU_DEVICE_CAPABILITY. {note}"
+        )
+        return None
+    if _cached_capability_env == env and _cached_capability is not None:
+        return _cached_capability
+    match = re.match(r"^(\d+)\.(\d+)$", env)
+    if not match:
+        warnings.warn(
+            "torch.npu.get_device_capability can't parse TORCH_NPU_DEVICE_CAPABILITY environment variable: "
+            f"{env}. Expected format is 'major.minor' where major and minor are non-negative integers "
+            "(e.g., '8.0')."
+        )
+        return None
+    warnings.warn(note)
+    _cached_capability = (int(match.group(1)), int(match.group(2)))
+    _cached_capability_env = env
+    return _cached_capability
+
+
+def can_device_access_peer(device_id: _DeviceLike, peer_device_id: _DeviceLike) -> bool:
+    r"""True if ``device_id`` can access ``peer_device_id``'s memory.
+
+    Simulated devices share the host's memory, so any two distinct valid
+    devices can; a device is not its own peer (as with CUDA). An index out of
+    range raises ``AssertionError`` ("Invalid device id"), as torch_npu does.
+    """
+    d = _get_device_index(device_id, optional=True)
+    p = _get_device_index(peer_device_id, optional=True)
+    if d < 0 or d >= device_count():
+        raise AssertionError(f"Invalid device id: {d}")
+    if p < 0 or p >= device_count():
+        raise AssertionError(f"Invalid peer device id: {p}")
+    return d != p
+
+
+def current_blas_handle() -> None:
+    r"""``None`` with a warning: the NPU has no BLAS handle (as torch_npu)."""
+    import warnings
+
+    warnings.warn("NPU does not use blas handle.")
+    return None
+
+
+def _sleep(cycles: int) -> None:
+    r"""Queue a kernel that keeps the current stream busy for ``cycles`` cycles.
+
+    One cycle is one nanosecond on the simulator (Note [Sleep cycles] in
+    csrc/python/Module.cpp), so ``torch_npu.testing.common_utils.get_cycles_per_ms()``
+    measures about 1e6. Returns at once; later work on the stream waits.
+
+    Args:
+        cycles (int): a non-negative number of cycles.
+    """
+    if isinstance(cycles, bool) or not isinstance(cycles, int):
+        raise TypeError(f"_sleep expects an int number of cycles, but got {type(cycles).__name__}")
+    _lazy_init()
+    _C._npu_sleep(cycles)

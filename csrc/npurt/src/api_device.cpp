@@ -109,7 +109,10 @@ npuError_t npuGetDeviceProperties(npuDeviceProp* prop, int device) {
     }
     Device& d = rt.device(device);
     *prop = npuDeviceProp{};
-    std::snprintf(prop->name, sizeof prop->name, "NPU-SIM-%d", device);
+    // The simulated device's own ordinal, as nvidia-smi names GPUs whatever
+    // CUDA_VISIBLE_DEVICES says (Note [Visible devices]).
+    std::snprintf(prop->name, sizeof prop->name, "NPU-SIM-%d",
+                  rt.config().physicalDevice[static_cast<size_t>(device)]);
     prop->index = device;
     prop->coreCount = d.executor().cores();
     prop->totalMemory = d.capacity();

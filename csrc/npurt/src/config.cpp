@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 namespace npurt::internal {
 namespace {
@@ -57,6 +58,53 @@ std::string parseFault(Config& config) {
          std::to_string(kMaxNth) + "], got '" + std::string(text) + "'";
 }
 
+// Note [Visible devices]
+// ASCEND_RT_VISIBLE_DEVICES plays CUDA_VISIBLE_DEVICES's role: a comma-separated
+// list of distinct simulated device ordinals (spaces around entries allowed),
+// in the order the process numbers them, so "1,0" swaps the two devices and
+// "1" shows only device 1 as device 0. Unset or blank means every device.
+// Anything else (an ordinal out of range, a duplicate, an empty entry, a
+// non-number) fails initialisation with a message naming the value: CANN's
+// runtime also refuses such a value, and a silent fallback would run a job on
+// devices it was not given.
+std::string parseVisibleDevices(int physicalCount, std::vector<int>& out) {
+  out.clear();
+  const char* raw = std::getenv("ASCEND_RT_VISIBLE_DEVICES");
+  std::string_view text = raw == nullptr ? std::string_view{} : std::string_view(raw);
+  const auto blank = [](std::string_view t) {
+    return t.find_first_not_of(" \t") == std::string_view::npos;
+  };
+  if (blank(text)) {
+    for (int i = 0; i < physicalCount; ++i) out.push_back(i);
+    return {};
+  }
+  const std::string error =
+      "ASCEND_RT_VISIBLE_DEVICES must be a comma-separated list of distinct "
+      "device ordinals in [0, " +
+      std::to_string(physicalCount) + "), got '" + std::string(text) + "'";
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    const size_t first = item.find_first_not_of(' ');
+    if (first == std::string_view::npos) return error;
+    item = item.substr(first, item.find_last_not_of(' ') - first + 1);
+    int value = -1;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value, 10);
+    if (item.front() < '0' || item.front() > '9' || ec != std::errc() ||
+        ptr != item.data() + item.size() || value >= physicalCount) {
+      return error;
+    }
+    for (int seen : out) {
+      if (seen == value) return error;
+    }
+    out.push_back(value);
+    if (comma == std::string_view::npos) return {};
+    start = comma + 1;
+  }
+}
+
 }  // namespace
 
 std::string loadConfig(Config& config) {
@@ -78,7 +126,11 @@ std::string loadConfig(Config& config) {
     return error;
   }
   if (error = parseFault(config); !error.empty()) return error;
-  config.deviceCount = static_cast<int>(devices);
+  if (error = parseVisibleDevices(static_cast<int>(devices), config.physicalDevice);
+      !error.empty()) {
+    return error;
+  }
+  config.deviceCount = static_cast<int>(config.physicalDevice.size());
   config.cores = static_cast<int>(cores);
   config.memoryMb = memoryMb;
   config.taskDelayUs = static_cast<uint32_t>(delayUs);

@@ -8,11 +8,15 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace npurt::internal {
 
 struct Config {
-  int deviceCount = 2;            // NPU_SIM_DEVICE_COUNT, [1, 32]
+  int deviceCount = 2;            // devices the process sees (after ASCEND_RT_VISIBLE_DEVICES)
+  // physicalDevice[i]: the simulated device behind ordinal i; 0..n-1 unless
+  // ASCEND_RT_VISIBLE_DEVICES restricts or reorders them. See Note [Visible devices].
+  std::vector<int> physicalDevice;
   int cores = 2;                  // NPU_SIM_CORES, executor threads per device, [1, 256]
   uint64_t memoryMb = 8192;       // NPU_SIM_MEMORY_MB, capacity per device, [1, 16777216]
   uint32_t taskDelayUs = 0;       // NPU_SIM_TASK_DELAY_US, [0, 10000000]

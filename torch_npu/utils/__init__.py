@@ -1,0 +1,5 @@
+"""``torch_npu.utils``: the parts of torch_npu's utilities that code and tests import."""
+
+from .collect_env import get_cann_version
+
+__all__ = ["get_cann_version"]
