@@ -21,7 +21,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "aten/AsyncFallback.h"
@@ -196,7 +198,11 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
   TaskAccess access = opAccess(args, info, fresh);
   // See Note [Task captures and memory reuse].
   auto capture = [&stream](const at::Tensor& t) { return captureForTask(t, stream); };
-  for (IValue& a : args) a = mapTensors(a, capture, std::nullopt);
+  ReleaseOn releaseOn = ReleaseOn::kAnyThread;
+  for (IValue& a : args) {
+    a = mapTensors(a, capture, std::nullopt);
+    if (!releasableAnywhere(a)) releaseOn = ReleaseOn::kHostThread;
+  }
   // Fresh outputs were just allocated on `stream` (emptyNpu): no need to ask
   // the allocator.
   for (at::Tensor& f : fresh) {
@@ -208,7 +214,8 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
     const size_t computeArgs = args.size() - info.numOutArgs;
     launchKernel(stream, name, std::move(access),
                  OutOpTask{op, *info.functionalVariant, std::move(args), computeArgs,
-                           info.generatorArg, seed, &info});
+                           info.generatorArg, seed, &info},
+                 releaseOn);
     return;
   }
   bool allDefined = true;
@@ -217,9 +224,9 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
   if (allDefined && !info.outVariantBroken.load(std::memory_order_relaxed)) {
     outOp = info.outVariant;
   }
-  launchKernel(
-      stream, name, std::move(access),
-      OpTask{op, std::move(args), std::move(fresh), outOp, info.generatorArg, seed, &info});
+  launchKernel(stream, name, std::move(access),
+               OpTask{op, std::move(args), std::move(fresh), outOp, info.generatorArg, seed, &info},
+               releaseOn);
 }
 
 // The asynchronous path. Returns false (stack untouched) if the op must run
@@ -268,6 +275,46 @@ void npuFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, St
 
 void detail::runGenericOp(const c10::OperatorHandle& op, Stack* stack) {
   npuFallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
+// Note [Structured ops take the op path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// PyTorch gives every structured op's functional and in-place variants a
+// kernel for the CompositeExplicitAutogradNonFunctional key, which serves
+// every backend without a kernel of its own, ahead of the backend fallback.
+// On npu it ran the op's meta function over the npu tensors (a
+// TensorIterator build, at every call), allocated the output and called the
+// out= op, which reached the fallback and computed the same metadata again
+// (from the cache). For `x + 1` that was a third of the op's host time. So
+// the fallback is registered as the npu kernel of those ops: it takes their
+// metadata from the cache (Note [Output metadata cache]), allocates the
+// output and runs the same out= kernel on the device, as the composite would
+// have done through the fallback, minus the uncached meta function and the
+// second dispatch. Only ops of an out= family are routed (the others under
+// that key include metadata ops such as transpose_, which the op path would
+// take for data ops); ops with an npu kernel of their own keep it.
+void detail::routeCompositeOpsToOpPath() {
+  static const bool routed = [] {
+    // Leaked: the registrations must outlive every op call, up to exit.
+    auto* lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                 c10::DispatchKey::PrivateUse1, __FILE__, __LINE__)
+                    .release();
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const c10::OperatorName& name : dispatcher.getAllOpNamesForDispatchKey(
+             c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+      const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
+      if (!op.has_value() || name.name.rfind("aten::", 0) != 0 ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+          !hasOutVariantFamily(op->schema())) {
+        continue;
+      }
+      const std::string qualified =
+          name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+      lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
+    }
+    return true;
+  }();
+  (void)routed;
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

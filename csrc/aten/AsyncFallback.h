@@ -14,4 +14,11 @@ namespace c10_npu::aten::detail {
 // replaces the arguments by the results. Thread-safe (per stack).
 void runGenericOp(const c10::OperatorHandle& op, Stack* stack);
 
+// Registers the generic op path as the npu kernel of the ATen ops that would
+// otherwise run PyTorch's CompositeExplicitAutogradNonFunctional kernel (Note
+// [Structured ops take the op path] in AsyncFallback.cpp). Call after every
+// npu kernel of this library is registered (the extension module's
+// initialisation does). Idempotent; thread-safe.
+void routeCompositeOpsToOpPath();
+
 }  // namespace c10_npu::aten::detail

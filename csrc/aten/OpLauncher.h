@@ -107,6 +107,16 @@ namespace detail {
 // process during interpreter shutdown). So a finished task is parked on a
 // lock-free list, and threads that launch work (or drain) destroy what is
 // parked there. Frees of tensor memory thereby also happen on host threads.
+//
+// Note [Tasks that hold only aliases are released where they ran]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Most op tasks capture nothing the note above is about: CPU aliases of
+// memory of their own stream (which own no memory, and which Python never
+// saw), wrapped Python numbers, plain values. Destroying those on the host
+// thread cost a small op about a tenth of its host time, so such a task
+// (ReleaseOn::kAnyThread, decided at enqueue by whoever built the captures)
+// is destroyed by the executor that ran it. A task recorded into a graph is
+// always parked, as its release comes with the graph's destruction.
 struct Deferred {
   void* user;
   void (*destroy)(void*);
@@ -136,6 +146,10 @@ template <typename F>
 void destroyCallable(void* user) {
   std::unique_ptr<F> owned(static_cast<F*>(user));
 }
+
+// Where a finished task's captures are destroyed. See Note [Tasks that hold
+// only aliases are released where they ran].
+enum class ReleaseOn : uint8_t { kHostThread, kAnyThread };
 
 // Caps the calling executor thread's intra-op parallelism to `threads` for
 // its lifetime (0 = no cap), restoring the previous value after. OpenMP's
@@ -171,6 +185,7 @@ struct KernelTask {
   // Recorded into a graph (capture or task-group update): see Note
   // [Replayed op tasks].
   bool captured = false;
+  ReleaseOn releaseOn = ReleaseOn::kHostThread;
 };
 
 // Why a task's work did not run, for its poison: the launch refusal, else the
@@ -256,6 +271,10 @@ void releaseKernel(void* user) {
     task->access.poisonWrites(task->failure != nullptr ? task->failure
                                                        : notRunMessage(task->stream, task->name));
   }
+  if (task->releaseOn == ReleaseOn::kAnyThread && !task->captured) {
+    destroyCallable<KernelTask<F>>(user);
+    return;
+  }
   deferRelease(user, &destroyCallable<KernelTask<F>>);
 }
 
@@ -265,9 +284,11 @@ void releaseKernel(void* user) {
 // storage duration (an operator's schema name is). An exception thrown by f
 // becomes a task failure reported at the stream's next synchronize, naming
 // the op. `access` lists the device memory f reads and writes (Note
-// [Poisoned memory]). Thread-safe.
+// [Poisoned memory]). `releaseOn`: see Note [Tasks that hold only aliases
+// are released where they ran]. Thread-safe.
 template <typename F>
-void launchKernel(const NPUStream& stream, const char* name, TaskAccess access, F&& f) {
+void launchKernel(const NPUStream& stream, const char* name, TaskAccess access, F&& f,
+                  detail::ReleaseOn releaseOn = detail::ReleaseOn::kHostThread) {
   using Task = detail::KernelTask<std::decay_t<F>>;
   detail::releaseDeferred();
   bool captured = false;
@@ -277,9 +298,9 @@ void launchKernel(const NPUStream& stream, const char* name, TaskAccess access, 
       for (const auto& w : access.writes) graph->noteWrite(w.storage);
     }
   }
-  auto owned = std::make_unique<Task>(
-      Task{std::forward<F>(f), limits::intraOpThreads(stream), std::move(access), stream, name,
-           Task::State::kQueued, nullptr, captured});
+  auto owned = std::make_unique<Task>(Task{std::forward<F>(f), limits::intraOpThreads(stream),
+                                           std::move(access), stream, name, Task::State::kQueued,
+                                           nullptr, captured, releaseOn});
   npuTask task{};
   task.name = name;
   task.run = &detail::runKernel<std::decay_t<F>>;

@@ -54,6 +54,23 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& sch
   return std::nullopt;
 }
 
+}  // namespace
+
+bool hasOutVariantFamily(const c10::FunctionSchema& schema) {
+  std::string name = schema.name();
+  if (!name.empty() && name.back() == '_') {  // in place: ask its functional twin
+    name.pop_back();
+    const auto functional = c10::Dispatcher::singleton().findSchema({name, schema.overload_name()});
+    return functional.has_value() && findOutVariant(functional->schema()).has_value();
+  }
+  for (const c10::Argument& a : schema.arguments()) {
+    if (a.alias_info() != nullptr && a.alias_info()->isWrite()) return false;
+  }
+  return findOutVariant(schema).has_value();
+}
+
+namespace {
+
 // All overload names of each operator name, indexed once.
 const std::vector<c10::OperatorName>& overloadsOf(const std::string& name) {
   static std::once_flag once;
@@ -163,6 +180,14 @@ std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
     info.returns.push_back(r);
   }
   if (info.allNew) info.outVariant = findOutVariant(schema);
+  if (info.outVariant.has_value() &&
+      !info.outVariant->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    // An out= variant without a CPU kernel of its own is PyTorch's generated
+    // one (relu.out: the functional kernel into a temporary, then a copy).
+    // The functional kernel computes in place of the output instead: Note
+    // [Results computed in place of the output] in ResultPlacement.h.
+    info.outVariant.reset();
+  }
   info.numOutArgs = countOutArgs(schema);
   if (info.numOutArgs > 0) info.functionalVariant = findFunctionalVariant(schema, info.numOutArgs);
   if (metaKnownToDisagree(schema.operator_name())) info.metaUntrusted = true;

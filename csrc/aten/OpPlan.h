@@ -85,4 +85,10 @@ struct OpInfo {
 // Thread-safe: reads are shared, an op is computed once.
 const OpInfo& opInfo(const c10::OperatorHandle& op);
 
+// Whether `schema` is the functional or in-place variant of an op whose
+// out= variant computes it (add.Tensor and add_.Tensor of add.out): such an
+// op changes data, not metadata, and its output metadata comes from its
+// meta function. Thread-safe.
+bool hasOutVariantFamily(const c10::FunctionSchema& schema);
+
 }  // namespace c10_npu::aten::detail

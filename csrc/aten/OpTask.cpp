@@ -7,6 +7,7 @@
 #include <exception>
 #include <vector>
 
+#include "aten/ResultPlacement.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUGenerator.h"
@@ -51,7 +52,7 @@ void copyResult(const OpInfo& info, const char* opName, const at::Tensor& out,
                 " (from the meta kernel); later calls of this op run synchronously",
                 NPU_ERROR_SUFFIX);
   }
-  out.copy_(result);
+  copyUnlessPlaced(out, result);
 }
 
 // Note [Warnings of abandoned out= attempts]
@@ -165,6 +166,41 @@ at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
   if (npu.is_conj()) held._set_conj(true);
   if (npu.is_neg()) held._set_neg(true);
   return held;
+}
+
+namespace {
+
+// A tensor that owns no memory and that Python never saw: a CPU alias (its
+// data pointer has no context, so nothing to free) or a Python number that
+// the binding wrapped.
+bool releasableAnywhere(const at::Tensor& t) {
+  if (!t.defined()) return true;
+  if (isNpu(t)) return false;  // held by reference (Note [Task captures and memory reuse])
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return impl->is_wrapped_number() ||
+         (t.has_storage() && t.storage().data_ptr().get_context() == nullptr);
+}
+
+}  // namespace
+
+bool releasableAnywhere(const IValue& captured) {
+  if (captured.isTensor()) return releasableAnywhere(captured.toTensor());
+  if (captured.isTensorList()) {
+    for (const at::Tensor& t : captured.toTensorVector()) {
+      if (!releasableAnywhere(t)) return false;
+    }
+    return true;
+  }
+  if (captured.isList()) {
+    for (const IValue& e : captured.toListRef()) {
+      if (!releasableAnywhere(e)) return false;
+    }
+    return true;
+  }
+  return captured.isNone() || captured.isInt() || captured.isDouble() || captured.isBool() ||
+         captured.isComplexDouble() || captured.isSymInt() || captured.isString() ||
+         captured.isDevice() || captured.isIntList() || captured.isDoubleList() ||
+         captured.isBoolList();
 }
 
 // The kernel's view of a tensor a task captured (see captureForTask): an
@@ -302,7 +338,11 @@ void OpTask::copyFreshResults(const Stack& s) const {
 void OpTask::operator()() const {
   Stack s = cpuArgs(args, args.size(), generatorArg, seed);
   if (outOp.has_value() && runOutKernel(s)) return;
-  op.redispatchBoxed(kCpuKeys, &s);
+  {
+    // See Note [Results computed in place of the output].
+    const ResultPlacement placement(fresh);
+    op.redispatchBoxed(kCpuKeys, &s);
+  }
   if (outOp.has_value()) info->outVariantBroken.store(true, std::memory_order_relaxed);
   copyFreshResults(s);
 }

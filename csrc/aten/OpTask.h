@@ -29,6 +29,12 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 // See Note [Task captures and memory reuse] in OpTask.cpp. Thread-safe.
 at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream);
 
+// Whether a captured argument (after captureForTask) may be destroyed on any
+// thread: it holds nothing but non-owning CPU aliases, wrapped Python
+// numbers and plain values. See Note [Tasks that hold only aliases are
+// released where they ran] in OpLauncher.h. Thread-safe.
+bool releasableAnywhere(const IValue& captured);
+
 // The kernel's view of a tensor a task captured (see captureForTask): an
 // alias is one already; a tensor held by reference gets its alias now.
 // Thread-safe; only inside tasks.

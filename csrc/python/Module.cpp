@@ -21,9 +21,11 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "aten/AsyncFallback.h"
 #include "aten/OpLauncher.h"
 #include "aten/MetaFunctions.h"
 #include "aten/OpPlan.h"
+#include "aten/ResultPlacement.h"
 #include "core/ExternalStreams.h"
 #include "core/HostSync.h"
 #include "core/NPUAllocatorConfig.h"
@@ -181,6 +183,7 @@ void initializeSlow() {
 }
 
 void initModule(py::module_& m) {
+  aten::detail::routeCompositeOpsToOpPath();  // every npu kernel is registered by now
   if (PyModule_AddFunctions(m.ptr(), initMethods) < 0) throw python_error();
   m.def("_testing_kernel_threads", &kernelThreads);
   m.def("_testing_block_stream", &blockStream);
@@ -194,6 +197,15 @@ void initModule(py::module_& m) {
     py::dict d;
     d["out_variant_broken"] = info.outVariantBroken.load();
     d["meta_untrusted"] = info.metaUntrusted.load();
+    return d;
+  });
+  // Functional results computed in place of their outputs (Note [Results
+  // computed in place of the output]).
+  m.def("_testing_resultPlacement", [] {
+    const aten::detail::PlacementCounts c = aten::detail::placementCounts();
+    py::dict d;
+    d["placed"] = c.placed;
+    d["copied"] = c.copied;
     return d;
   });
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });

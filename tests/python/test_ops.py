@@ -181,6 +181,75 @@ def test_inplace_on_non_contiguous_view(data):
     assert_same(x, want)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda t: t.transpose_(0, 1),
+    lambda t: t.t_(),
+    lambda t: t.unsqueeze_(1),
+    lambda t: t.squeeze_(),
+    lambda t: t.swapdims_(0, 1),
+    lambda t: t.as_strided_((5, 3), (1, 5)),
+], ids=lambda f: f.__code__.co_firstlineno)
+def test_inplace_metadata_ops_change_metadata_not_data(data, fn, recwarn):
+    # These ops sit beside the structured ops that the op path takes over
+    # (Note [Structured ops take the op path]); they must keep PyTorch's own
+    # kernels: the op path would resize the tensor instead (and warn).
+    a, _ = data
+    x = npu(a.clone())
+    want = fn(a.clone())
+    got = fn(x)
+    assert got is x
+    assert x.stride() == want.stride()
+    assert_same(x, want)
+    assert not [w for w in recwarn if "resized" in str(w.message)]
+
+
+def test_structured_ops_and_their_inplace_variants_take_the_op_path():
+    import torch_npu
+    before = torch_npu.npu.host_sync_count()
+    x = torch.randn(16, device="npu")
+    y = (x + 1).mul(3).pow(2)
+    y.add_(x).sub_(1)
+    z = torch.where(y > 1, y, x).clamp(0, 5)
+    assert torch_npu.npu.host_sync_count() == before
+    xc = x.cpu()
+    yc = (xc + 1).mul(3).pow(2)
+    yc.add_(xc).sub_(1)
+    assert_same(z, torch.where(yc > 1, yc, xc).clamp(0, 5))
+    dump = torch._C._dispatch_dump("aten::add.Tensor")
+    assert any(line.startswith("PrivateUse1:") for line in dump.splitlines())
+
+
+def test_functional_results_are_computed_in_place_of_the_output():
+    # relu has no out= variant: its CPU kernel allocates its result in the
+    # output's device memory (Note [Results computed in place of the output]).
+    from torch_npu import _C
+    x = torch.randn(1000, device="npu")
+    torch.relu(x)  # first call: plan and metadata
+    torch.npu.synchronize()
+    before = _C._testing_resultPlacement()
+    y = torch.relu(x)
+    torch.npu.synchronize()
+    after = _C._testing_resultPlacement()
+    assert after["placed"] == before["placed"] + 1
+    assert after["copied"] == before["copied"]
+    assert_same(y, torch.relu(x.cpu()))
+
+
+def test_multi_output_functional_results_are_copied(data):
+    # Two results of one size may be allocated in either order, so only
+    # single-output ops are offered their output's memory.
+    from torch_npu import _C
+    a, _ = data
+    x = npu(a)
+    before = _C._testing_resultPlacement()
+    mn, mx = torch.aminmax(x, dim=1)
+    torch.npu.synchronize()
+    want_mn, want_mx = torch.aminmax(a, dim=1)
+    assert_same(mn, want_mn)
+    assert_same(mx, want_mx)
+    assert _C._testing_resultPlacement()["placed"] == before["placed"]
+
+
 def test_out_variants(data):
     a, b = data
     out = torch.empty(6, 5, device="npu")
