@@ -52,6 +52,8 @@ class BuildPy(build_py):
 
     def run(self) -> None:
         super().run()
+        if self.editable_mode:
+            return  # the source tree's version.py is the one imported
         path = os.path.join(self.build_lib, "torch_npu", "version.py")
         with open(path, "w", encoding="utf-8") as f:
             f.write('"""Version of this build of torch_npu (written by setup.py)."""\n\n')
@@ -63,15 +65,21 @@ class BuildPy(build_py):
 class CMakeBuild(build_ext):
     """Configures and builds the CMake project.
 
-    Editable (in place): CMake writes the extension and its libraries into the
-    source tree's torch_npu/, from build/. Regular: a separate build tree,
+    Editable (or --inplace): CMake writes the extension and its libraries into
+    the source tree's torch_npu/, from build/. Regular: a separate build tree,
     build-wheel/, writes them straight into the package being built
     (build_lib/torch_npu), with relative RUNPATHs and without the tests,
     benchmarks and examples.
     """
 
+    def run(self) -> None:
+        # setuptools clears `inplace` while it builds and copies the results
+        # into the source tree afterwards: remember what was asked.
+        self.in_tree = bool(self.inplace or self.editable_mode)
+        super().run()
+
     def build_extension(self, ext: Extension) -> None:
-        if self.inplace:
+        if self.in_tree:
             build_dir = os.path.join(ROOT, "build")
             options = []
         else:
@@ -97,6 +105,11 @@ class CMakeBuild(build_ext):
                 ]
             )
         subprocess.check_call([tool("cmake"), "--build", build_dir, "--target", "npu_python"])
+        if self.in_tree:
+            # setuptools copies build_lib's extension back into the tree: make it the tree's.
+            built = os.path.join(ROOT, "torch_npu", os.path.basename(self.get_ext_fullpath(ext.name)))
+            os.makedirs(os.path.dirname(self.get_ext_fullpath(ext.name)), exist_ok=True)
+            shutil.copy2(built, self.get_ext_fullpath(ext.name))
 
 
 setup(

@@ -9,8 +9,8 @@
 #   - examples/interop built with NpuExtension against the installed package
 #     (ACL stream -> c10_npu::getStreamFromExternal -> torch ops ->
 #     aclrtSynchronizeStream), and run.
-# Everything lives in build-packaging/ (a stable path, so that ccache hits
-# between runs; CCACHE_BASEDIR=/work), recreated on every run. Uncommitted
+# Everything lives in build-packaging/, recreated on every run; the wheel's
+# compilations go through ccache (shared between runs and trees, see below). Uncommitted
 # changes are not tested: commit first.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,8 +28,11 @@ git clone -q --no-checkout "$root" "$work/src"
 git -C "$work/src" checkout -q "$commit"
 
 step "wheel (pip wheel --no-build-isolation)"
-(cd "$work/src" && PATH="$root/.venv/bin:$PATH" "$dev_py" -m pip wheel -q --no-build-isolation \
-  --no-deps -w "$work/dist" .)
+# CCACHE_NOHASHDIR: with -g, ccache keys objects by the build directory too;
+# without it, only a run from this very path could reuse them. The price: the
+# debug information of a reused object names the directory that built it.
+(cd "$work/src" && PATH="$root/.venv/bin:$PATH" CCACHE_NOHASHDIR=1 "$dev_py" -m pip wheel -q \
+  --no-build-isolation --no-deps -w "$work/dist" .)
 wheel="$(ls "$work/dist"/*.whl)"
 echo "built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))"
 
