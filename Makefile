@@ -91,8 +91,8 @@ bench: build
 demo: build
 	$(BUILD)/examples/npurt_demo $(BUILD)/npurt_demo.trace.json
 	PYTHONPATH=$(CURDIR) $(VPY) examples/train_two_streams.py
-	cd examples/interop && PYTHONPATH=$(CURDIR) $(VPY) setup.py -q build_ext --inplace >/dev/null
-	cd examples/interop && PYTHONPATH=$(CURDIR) $(VPY) interop.py
+	cd examples/interop && PYTHONPATH=$(CURDIR) $(CURDIR)/$(VPY) setup.py -q build_ext --inplace >/dev/null
+	cd examples/interop && PYTHONPATH=$(CURDIR) $(CURDIR)/$(VPY) interop.py
 
 sanitize: $(DEPS_STAMP)
 	scripts/sanitize.sh ci
