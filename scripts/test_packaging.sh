@@ -18,7 +18,7 @@ dev_py="$root/.venv/bin/python"
 base_py="$("$dev_py" -c 'import sys; print(sys._base_executable)')"
 work="$root/build-packaging"
 commit="$(git -C "$root" rev-parse HEAD)"
-step() { echo "=== packaging: $*"; }
+step() { echo "=== packaging (${SECONDS} s): $*"; }  # time since the start
 
 rm -rf "$work"
 mkdir -p "$work/dist" "$work/run"
