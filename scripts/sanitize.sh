@@ -69,19 +69,23 @@ configure() {  # configure <dir> <sanitizer>: torch backend on, package copy
     -DNPU_PACKAGE_DIR="$pkg" >/dev/null
 }
 
-# --- the runtime alone (npurt conformance suite) ----------------------------
+# --- the runtime alone (npurt and ACL conformance suites) ---------------------
 run_runtime() {
   local sanitizer="$1" dir="$2" scale="$3"
   echo "=== ${sanitizer}: runtime in ${dir}"
   configure "$dir" "$sanitizer"
-  cmake --build "$root/$dir" -j "$jobs" --target npurt_conformance_test npurt_exit_helper
-  echo "=== ${sanitizer}: npurt suite (NPURT_STRESS_SCALE=${scale})"
+  cmake --build "$root/$dir" -j "$jobs" --target npurt_conformance_test npurt_exit_helper \
+    acl_conformance_test acl_c_program
+  echo "=== ${sanitizer}: npurt and ACL suites (NPURT_STRESS_SCALE=${scale})"
   # Huge allocations must fail with npuErrorMemoryAllocation, not abort.
-  ASAN_OPTIONS="${user_asan:-allocator_may_return_null=1:detect_leaks=1:abort_on_error=0}" \
-  UBSAN_OPTIONS="${user_ubsan:-print_stacktrace=1:halt_on_error=1}" \
-  TSAN_OPTIONS="${user_tsan:-allocator_may_return_null=1:halt_on_error=1:second_deadlock_stack=1}" \
-  NPURT_STRESS_SCALE="${NPURT_STRESS_SCALE:-$scale}" \
-    ctest --test-dir "$root/$dir/tests/cpp/npurt" --output-on-failure -j "$jobs" --timeout 300
+  local suite
+  for suite in npurt acl; do
+    ASAN_OPTIONS="${user_asan:-allocator_may_return_null=1:detect_leaks=1:abort_on_error=0}" \
+    UBSAN_OPTIONS="${user_ubsan:-print_stacktrace=1:halt_on_error=1}" \
+    TSAN_OPTIONS="${user_tsan:-allocator_may_return_null=1:halt_on_error=1:second_deadlock_stack=1}" \
+    NPURT_STRESS_SCALE="${NPURT_STRESS_SCALE:-$scale}" \
+      ctest --test-dir "$root/$dir/tests/cpp/$suite" --output-on-failure -j "$jobs" --timeout 300
+  done
 }
 
 # --- the core suite under TSan -----------------------------------------------

@@ -23,6 +23,8 @@ def _autoload() -> None:
 
 import torch  # noqa: E402
 
+from .version import __version__  # noqa: E402
+
 # Loads the native libraries: registers the guard, hooks, allocator,
 # generator and every op kernel for PrivateUse1.
 from . import _C  # noqa: F401

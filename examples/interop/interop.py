@@ -1,82 +1,68 @@
-"""PyTorch ops and a third-party library's kernels on one external stream.
+"""PyTorch ops and a third-party library's kernels on one ACL stream.
 
-The library (examples/interop/thirdparty.cpp, built as
-build/examples/interop/libnpu_thirdparty.so) creates its own stream through
-npurt and launches its own kernels on it. This script wraps that stream with
-torch_npu.npu.ExternalStream, runs PyTorch ops on it interleaved with the
-library's kernels, and checks the result:
+The library (thirdparty.cpp) is written against the ACL runtime API only: it
+creates its own stream with ``aclrtCreateStream`` and launches its own
+kernels on it. It is built with ``torch_npu.utils.cpp_extension.NpuExtension``
+against the *installed* torch_npu (setup.py beside this file) into the module
+``npu_interop``. This script
 
-- compat mode (torch_npu's behaviour): the stream cannot be synchronized
-  through PyTorch, so the caller synchronizes the whole device;
-- full mode: ``ext.synchronize()`` and events work on the external stream.
+- wraps the library's stream with ``torch_npu.npu.ExternalStream`` and runs
+  PyTorch ops on it interleaved with the library's kernels, in both external
+  stream modes:
+
+  - compat (torch_npu's behaviour): the stream cannot be synchronized through
+    PyTorch, so the caller synchronizes through the library (ACL);
+  - full: ``ext.synchronize()`` and events work on the external stream;
+
+- runs the C++ round trip ``npu_interop.torch_ops_on_acl_stream``: an ACL
+  stream wrapped with ``c10_npu::getStreamFromExternal``, torch ops on it,
+  ``aclrtSynchronizeStream``.
 
 Ordering between the two producers: PyTorch ops go through the task queue,
-the library calls npurt directly. Reading ``ext.npu_stream`` drains the task
-queue, so passing ``ext.npu_stream`` (not a cached handle) to the library
-puts its kernel after the PyTorch ops queued before. A per-task delay makes a
-missing drain visible as a wrong result.
+the library calls the runtime directly. Reading ``ext.npu_stream`` drains the
+task queue, so passing ``ext.npu_stream`` (not a cached handle) to the
+library puts its kernel after the PyTorch ops queued before. A per-task delay
+makes a missing drain visible as a wrong result.
 
-Run: ``python examples/interop/interop.py`` (after building the project).
+Run (after building torch_npu)::
+
+    cd examples/interop && python setup.py build_ext --inplace && python interop.py
 """
 
-import ctypes
 import os
-import sys
-from pathlib import Path
 
 os.environ.setdefault("NPU_SIM_TASK_DELAY_US", "2000")  # make ordering bugs visible
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
 import torch  # noqa: E402
 
-import torch_npu  # noqa: E402  (loads libnpurt first: the library shares it)
+import torch_npu  # noqa: E402  (loads the libraries the module links)
+
+try:
+    import npu_interop  # noqa: E402
+except ImportError as e:  # pragma: no cover - a usage error, said clearly
+    raise SystemExit(
+        f"npu_interop is not built ({e}); run `python setup.py build_ext --inplace` in examples/interop"
+    ) from e
 
 
-def load_library() -> ctypes.CDLL:
-    candidates = [
-        os.environ.get("NPU_THIRDPARTY_LIB", ""),
-        str(ROOT / "build" / "examples" / "interop" / "libnpu_thirdparty.so"),
-    ]
-    for path in candidates:
-        if path and os.path.exists(path):
-            lib = ctypes.CDLL(path)
-            break
-    else:
-        raise SystemExit("libnpu_thirdparty.so not found; build the project first (make build)")
-    lib.tp_create_stream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-    lib.tp_destroy_stream.argtypes = [ctypes.c_void_p]
-    lib.tp_scale.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float]
-    lib.tp_add.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    for f in (lib.tp_create_stream, lib.tp_destroy_stream, lib.tp_scale, lib.tp_add):
-        f.restype = ctypes.c_int
-    return lib
-
-
-def check(status: int, what: str) -> None:
-    if status != 0:
-        raise RuntimeError(f"{what} failed with npurt status {status}")
-
-
-def run(lib: ctypes.CDLL, mode: str, n: int = 4096) -> None:
+def run(mode: str, n: int = 4096) -> None:
+    """Interleaves PyTorch ops and the library's kernels on the library's stream."""
     npu = torch_npu.npu
     npu.set_external_stream_mode(mode)
-    handle = ctypes.c_void_p()
-    check(lib.tp_create_stream(ctypes.byref(handle)), "tp_create_stream")
+    handle = npu_interop.create_stream()
     try:
-        ext = npu.ExternalStream(handle.value)
+        ext = npu.ExternalStream(handle)
         x = torch.arange(n, dtype=torch.float32, device="npu")
         npu.synchronize()  # x was made on the default stream
         with npu.stream(ext):
             y = x + 1  # PyTorch op on the library's stream
         # npu_stream drains the task queue: the library's kernel follows x + 1.
-        check(lib.tp_scale(ext.npu_stream, y.data_ptr(), n, 2.0), "tp_scale")
+        npu_interop.scale(ext.npu_stream, y, 2.0)
         with npu.stream(ext):
             z = y * 3  # ... follows the library's scale
-        check(lib.tp_add(ext.npu_stream, z.data_ptr(), x.data_ptr(), n), "tp_add")
+        npu_interop.add(ext.npu_stream, z, x)
         if mode == "compat":
-            npu.synchronize()  # compat: the caller synchronizes the device
+            npu_interop.synchronize(ext.npu_stream)  # compat: synchronize through ACL
         else:
             ext.synchronize()  # full: stream-level synchronization works
         expected = (torch.arange(n, dtype=torch.float32) + 1) * 2 * 3 + torch.arange(n, dtype=torch.float32)
@@ -87,14 +73,23 @@ def run(lib: ctypes.CDLL, mode: str, n: int = 4096) -> None:
         print(f"[{mode}] {n} elements: PyTorch ops and library kernels interleaved on {ext} -> OK")
     finally:
         npu.synchronize()
-        check(lib.tp_destroy_stream(handle.value), "tp_destroy_stream")
+        npu_interop.destroy_stream(handle)
         npu.set_external_stream_mode("compat")
 
 
+def run_cpp(n: int = 4096) -> None:
+    """The C++ round trip: getStreamFromExternal on an ACL stream, torch ops, aclrtSynchronizeStream."""
+    got = npu_interop.torch_ops_on_acl_stream(n)
+    expected = (torch.arange(n, dtype=torch.float32) + 1) * 2 * 3
+    if not torch.equal(got, expected):
+        raise SystemExit(f"[c++] wrong result: got {got[:5].tolist()}..., expected {expected[:5].tolist()}...")
+    print(f"[c++] {n} elements: torch ops on an ACL stream, aclrtSynchronizeStream -> OK")
+
+
 def main() -> None:
-    lib = load_library()
-    run(lib, "compat")
-    run(lib, "full")
+    run("compat")
+    run("full")
+    run_cpp()
 
 
 if __name__ == "__main__":

@@ -1,41 +1,57 @@
-// A minimal "third-party library" on top of npurt (no PyTorch): it owns a
-// stream and launches its own kernels on it. Its C API is what a vendor
-// library would expose; examples/interop/interop.py calls it through ctypes
-// and interleaves its kernels with PyTorch ops on the same stream.
-//
-// Every function returns an npuError_t (0 = success) and never throws.
-// Device pointers are pointers returned by npuMalloc (or the data_ptr() of an
-// npu tensor); kernels run asynchronously, in stream order.
-// Thread-safe: each call may be made from any thread.
-#include <cstdint>
+// The "third-party library" of thirdparty.h. A kernel of the simulated NPU is
+// a function that a device executor runs in stream order: aclrtLaunchHostFunc.
+#include "thirdparty.h"
 
-#include "npurt/npurt.h"
-#include "npurt/npurt.hpp"
+#include <memory>
 
-#define TP_API extern "C" __attribute__((visibility("default")))
+namespace {
 
-// Creates the library's stream on the calling thread's current device.
-// [out] stream.
-TP_API int tp_create_stream(npuStream_t* stream) { return npuStreamCreate(stream); }
+struct Scale {
+  float* data;
+  int64_t n;
+  float alpha;
+  static void run(void* p) {
+    std::unique_ptr<Scale> k(static_cast<Scale*>(p));
+    for (int64_t i = 0; i < k->n; ++i) k->data[i] *= k->alpha;
+  }
+};
 
-// Destroys a stream made by tp_create_stream (work already queued still runs).
-TP_API int tp_destroy_stream(npuStream_t stream) { return npuStreamDestroy(stream); }
+struct Add {
+  float* dst;
+  const float* src;
+  int64_t n;
+  static void run(void* p) {
+    std::unique_ptr<Add> k(static_cast<Add*>(p));
+    for (int64_t i = 0; i < k->n; ++i) k->dst[i] += k->src[i];
+  }
+};
 
-// data[i] *= alpha for i in [0, n), on `stream`.
-TP_API int tp_scale(npuStream_t stream, float* data, int64_t n, float alpha) {
-  if (data == nullptr || n < 0) return npuErrorInvalidValue;
-  return npurt::launch(stream, "thirdparty::scale", [=] {
-    for (int64_t i = 0; i < n; ++i) data[i] *= alpha;
-  });
+// Queues kernel K on the stream; K::run owns and frees its arguments.
+template <typename K>
+aclError launch(aclrtStream stream, std::unique_ptr<K> args) {
+  const aclError status = aclrtLaunchHostFunc(stream, &K::run, args.get());
+  if (status == ACL_SUCCESS) (void)args.release();
+  return status;
 }
 
-// dst[i] += src[i] for i in [0, n), on `stream`.
-TP_API int tp_add(npuStream_t stream, float* dst, const float* src, int64_t n) {
-  if (dst == nullptr || src == nullptr || n < 0) return npuErrorInvalidValue;
-  return npurt::launch(stream, "thirdparty::add", [=] {
-    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-  });
+}  // namespace
+
+extern "C" {
+
+aclError tp_create_stream(aclrtStream* stream) { return aclrtCreateStream(stream); }
+
+aclError tp_destroy_stream(aclrtStream stream) { return aclrtDestroyStream(stream); }
+
+aclError tp_scale(aclrtStream stream, float* data, int64_t n, float alpha) {
+  if (data == nullptr || n < 0) return ACL_ERROR_INVALID_PARAM;
+  return launch(stream, std::make_unique<Scale>(Scale{data, n, alpha}));
 }
 
-// Blocks until the library's stream is idle.
-TP_API int tp_synchronize(npuStream_t stream) { return npuStreamSynchronize(stream); }
+aclError tp_add(aclrtStream stream, float* dst, const float* src, int64_t n) {
+  if (dst == nullptr || src == nullptr || n < 0) return ACL_ERROR_INVALID_PARAM;
+  return launch(stream, std::make_unique<Add>(Add{dst, src, n}));
+}
+
+aclError tp_synchronize(aclrtStream stream) { return aclrtSynchronizeStream(stream); }
+
+}  // extern "C"

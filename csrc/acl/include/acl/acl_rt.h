@@ -1,0 +1,218 @@
+/*
+ * ACL-compatible runtime API of the simulated NPU: devices, streams, events,
+ * memory and callbacks, with ACL's names, types, enum values and status codes
+ * over npurt (csrc/npurt). docs/ACL.md lists what exists and where the
+ * simulated device differs from an Ascend NPU.
+ *
+ * Handles: an aclrtStream is an npuStream_t and an aclrtEvent an npuEvent_t
+ * (the same 64-bit value), so ACL code and npurt code share them freely, and
+ * torch_npu.npu.ExternalStream(stream) / c10_npu::getStreamFromExternal wrap
+ * an aclrtStream. A NULL stream means the device's default ACL stream (made
+ * on first use, one per device, never destroyed; it is not PyTorch's default
+ * stream). Garbage or destroyed handles return ACL_ERROR_RT_INVALID_HANDLE.
+ *
+ * Statuses: checks of the arguments made here return ACL_ERROR_INVALID_PARAM;
+ * a refusal of npurt is mapped (docs/ACL.md, "Status codes"), and
+ * aclGetRecentErrMsg() gives its message. No function throws or aborts.
+ *
+ * Thread safety: every function may be called from any number of host
+ * threads at once. The current device is per host thread (aclrtSetDevice).
+ */
+#ifndef ACL_ACL_RT_H_
+#define ACL_ACL_RT_H_
+
+#include "acl/acl_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum aclrtRunMode { ACL_DEVICE = 0, ACL_HOST = 1 } aclrtRunMode;
+
+typedef enum aclrtMemcpyKind {
+  ACL_MEMCPY_HOST_TO_HOST = 0,
+  ACL_MEMCPY_HOST_TO_DEVICE = 1,
+  ACL_MEMCPY_DEVICE_TO_HOST = 2,
+  ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
+  ACL_MEMCPY_DEFAULT = 4 /* direction inferred from the pointers */
+} aclrtMemcpyKind;
+
+/* Page policies of aclrtMalloc: the simulated device has one kind of page,
+ * so every policy allocates the same way (the value is checked). */
+typedef enum aclrtMemMallocPolicy {
+  ACL_MEM_MALLOC_HUGE_FIRST = 0,
+  ACL_MEM_MALLOC_HUGE_ONLY = 1,
+  ACL_MEM_MALLOC_NORMAL_ONLY = 2,
+  ACL_MEM_MALLOC_HUGE_FIRST_P2P = 3,
+  ACL_MEM_MALLOC_HUGE_ONLY_P2P = 4,
+  ACL_MEM_MALLOC_NORMAL_ONLY_P2P = 5
+} aclrtMemMallocPolicy;
+
+/* Memory kinds of aclrtGetMemInfo. The simulated device's memory is its
+ * HBM (capacity NPU_SIM_MEMORY_MB); it has no DDR (free = total = 0). */
+typedef enum aclrtMemAttr {
+  ACL_DDR_MEM = 0,
+  ACL_HBM_MEM = 1,
+  ACL_DDR_MEM_HUGE = 2,
+  ACL_DDR_MEM_NORMAL = 3,
+  ACL_HBM_MEM_HUGE = 4,
+  ACL_HBM_MEM_NORMAL = 5,
+  ACL_DDR_MEM_P2P_HUGE = 6,
+  ACL_DDR_MEM_P2P_NORMAL = 7,
+  ACL_HBM_MEM_P2P_HUGE = 8,
+  ACL_HBM_MEM_P2P_NORMAL = 9
+} aclrtMemAttr;
+
+typedef enum aclrtStreamStatus {
+  ACL_STREAM_STATUS_COMPLETE = 0,
+  ACL_STREAM_STATUS_NOT_READY = 1,
+  ACL_STREAM_STATUS_RESERVED = 0xFFFF
+} aclrtStreamStatus;
+
+typedef enum aclrtEventRecordedStatus {
+  ACL_EVENT_RECORDED_STATUS_NOT_READY = 0, /* not recorded, or not complete */
+  ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
+} aclrtEventRecordedStatus;
+
+typedef enum aclrtCallbackBlockType {
+  ACL_CALLBACK_NO_BLOCK = 0, /* the stream goes on while the callback runs */
+  ACL_CALLBACK_BLOCK = 1     /* later work of the stream waits for it */
+} aclrtCallbackBlockType;
+
+/* Event flags of aclrtCreateEventWithFlag. ACL_EVENT_TIME_LINE enables
+ * aclrtEventElapsedTime; ACL_EVENT_SYNC and ACL_EVENT_CAPTURE_STREAM_PROGRESS
+ * are accepted (every event of the simulated device can do both). */
+#define ACL_EVENT_SYNC 0x00000001u
+#define ACL_EVENT_CAPTURE_STREAM_PROGRESS 0x00000002u
+#define ACL_EVENT_TIME_LINE 0x00000008u
+
+/* Stream flags of aclrtCreateStreamWithConfig: accepted, no effect on the
+ * simulated device (other bits: ACL_ERROR_INVALID_PARAM). */
+#define ACL_STREAM_FAST_LAUNCH 0x00000001u
+#define ACL_STREAM_FAST_SYNC 0x00000002u
+#define ACL_STREAM_PERSISTENT 0x00000004u
+#define ACL_STREAM_HUGE 0x00000008u
+
+typedef void (*aclrtCallback)(void* userData);
+typedef void (*aclrtHostFunc)(void* args);
+
+/* --- Devices ------------------------------------------------------------- */
+
+/* Makes deviceId the calling thread's current device. */
+ACL_FUNC_VISIBILITY aclError aclrtSetDevice(int32_t deviceId);
+/* [out] deviceId: the calling thread's current device (0 until set). */
+ACL_FUNC_VISIBILITY aclError aclrtGetDevice(int32_t* deviceId);
+/* [out] count: NPU_SIM_DEVICE_COUNT. */
+ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCount(uint32_t* count);
+/* Waits for the device's work, then returns. Unlike an Ascend NPU, streams,
+ * events and memory of the device stay valid (they may belong to PyTorch in
+ * the same process). */
+ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);
+/* Blocks until the work queued on every stream of the current device before
+ * the call has finished; reports a task failure. */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeDevice(void);
+/* [out] runMode: always ACL_HOST (the program runs on the host). */
+ACL_FUNC_VISIBILITY aclError aclrtGetRunMode(aclrtRunMode* runMode);
+
+/* --- Streams ------------------------------------------------------------- */
+
+/* [out] stream: a new stream on the current device. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateStream(aclrtStream* stream);
+/* As aclrtCreateStream; priority in [0, 7] (checked; the simulated device
+ * runs every ACL stream at its normal priority), flag a combination of
+ * ACL_STREAM_* bits. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateStreamWithConfig(aclrtStream* stream, uint32_t priority,
+                                                         uint32_t flag);
+/* Destroys the stream; work already queued still runs. NULL (the default
+ * stream) cannot be destroyed: ACL_ERROR_INVALID_PARAM. */
+ACL_FUNC_VISIBILITY aclError aclrtDestroyStream(aclrtStream stream);
+/* Blocks until the work queued on the stream before the call has finished;
+ * a failed task gives ACL_ERROR_RT_AICORE_EXCEPTION (once). */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeStream(aclrtStream stream);
+/* As aclrtSynchronizeStream, giving up after timeout ms with
+ * ACL_ERROR_RT_STREAM_SYNC_TIMEOUT; -1 waits forever, other negative values
+ * are ACL_ERROR_INVALID_PARAM. */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
+/* [out] status: COMPLETE when nothing is queued or running on the stream. */
+ACL_FUNC_VISIBILITY aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus* status);
+/* Work queued on stream after the call waits for the event's latest record
+ * (a never-recorded event: no wait). */
+ACL_FUNC_VISIBILITY aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+
+/* --- Events -------------------------------------------------------------- */
+
+/* [out] event with timing enabled. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateEvent(aclrtEvent* event);
+/* [out] event; flag a combination of ACL_EVENT_* bits (at least one). */
+ACL_FUNC_VISIBILITY aclError aclrtCreateEventWithFlag(aclrtEvent* event, uint32_t flag);
+/* Records the event on the stream: it completes when the work queued on the
+ * stream before it has finished. */
+ACL_FUNC_VISIBILITY aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
+/* [out] status: COMPLETE if the latest record has completed; NOT_READY if
+ * it has not, or if the event was never recorded. */
+ACL_FUNC_VISIBILITY aclError aclrtQueryEventStatus(aclrtEvent event,
+                                                   aclrtEventRecordedStatus* status);
+/* Blocks until the latest record has completed (never recorded: returns). */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeEvent(aclrtEvent event);
+/* [out] ms between the completions of start and end, both complete and made
+ * with timing (else ACL_ERROR_RT_EVENT_NOT_COMPLETE /
+ * ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID). */
+ACL_FUNC_VISIBILITY aclError aclrtEventElapsedTime(float* ms, aclrtEvent start, aclrtEvent end);
+/* Destroys the event; records and waits already queued still resolve. */
+ACL_FUNC_VISIBILITY aclError aclrtDestroyEvent(aclrtEvent event);
+
+/* --- Memory -------------------------------------------------------------- */
+
+/* [out] devPtr: size bytes (> 0) of device memory on the current device. */
+ACL_FUNC_VISIBILITY aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy);
+/* Frees aclrtMalloc memory; copies already queued on it still complete. */
+ACL_FUNC_VISIBILITY aclError aclrtFree(void* devPtr);
+/* [out] hostPtr: size bytes (> 0) of pinned host memory. */
+ACL_FUNC_VISIBILITY aclError aclrtMallocHost(void** hostPtr, size_t size);
+ACL_FUNC_VISIBILITY aclError aclrtFreeHost(void* hostPtr);
+/* Copies count bytes (count <= destMax, else ACL_ERROR_INVALID_PARAM) on the
+ * calling thread; device ranges are checked. Waits for no stream. */
+ACL_FUNC_VISIBILITY aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
+                                         aclrtMemcpyKind kind);
+/* As aclrtMemcpy, queued on the stream; host memory must stay valid until
+ * the copy has run. */
+ACL_FUNC_VISIBILITY aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src,
+                                              size_t count, aclrtMemcpyKind kind,
+                                              aclrtStream stream);
+/* Sets count bytes (count <= maxCount) of device memory to (uint8_t)value. */
+ACL_FUNC_VISIBILITY aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count);
+ACL_FUNC_VISIBILITY aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value,
+                                              size_t count, aclrtStream stream);
+/* [out] free, total bytes of the current device (see aclrtMemAttr). */
+ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total);
+
+/* --- Callbacks (docs/ACL.md, "Callbacks") -------------------------------- */
+
+/* Makes the thread threadId (a pthread_t) run the callbacks launched on
+ * stream; a stream has at most one such thread (ACL_ERROR_RT_STREAM_SUBSCRIBE
+ * if it already has one). */
+ACL_FUNC_VISIBILITY aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream);
+/* Ends the subscription. Callbacks of the stream already handed to the
+ * thread and not processed yet run on the calling thread before it returns;
+ * later ones run on a device executor. */
+ACL_FUNC_VISIBILITY aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream);
+/* Queues fn(userData) on the subscribed stream (ACL_ERROR_RT_STREAM_NO_CB_REG
+ * without a subscription): when the stream reaches it, it is handed to the
+ * subscribed thread, which runs it in aclrtProcessReport. With
+ * ACL_CALLBACK_BLOCK the stream's later work waits until fn returned. */
+ACL_FUNC_VISIBILITY aclError aclrtLaunchCallback(aclrtCallback fn, void* userData,
+                                                 aclrtCallbackBlockType blockType,
+                                                 aclrtStream stream);
+/* Runs one callback handed to the calling thread, waiting up to timeout ms
+ * for one (-1: forever); ACL_ERROR_RT_REPORT_TIMEOUT if none came,
+ * ACL_ERROR_RT_THREAD_SUBSCRIBE if the thread subscribes no stream. */
+ACL_FUNC_VISIBILITY aclError aclrtProcessReport(int32_t timeout);
+/* Queues fn(args) on the stream; a device executor runs it when the stream
+ * reaches it, and the stream's later work waits for it. No subscription. */
+ACL_FUNC_VISIBILITY aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void* args);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ACL_ACL_RT_H_ */

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The packaging test (`make test-packaging`, run by CI): the committed HEAD,
+# built as a wheel from a clone, installed with torch into a fresh virtual
+# environment once the clone and its build trees are deleted, then used from
+# a directory outside every tree, with no PYTHONPATH:
+#   - the package's native libraries are all inside it, with relative
+#     RUNPATHs, and export the symbols its headers promise;
+#   - an op, ExternalStream over an ACL stream (tests/packaging/check_installed.py);
+#   - examples/interop built with NpuExtension against the installed package
+#     (ACL stream -> c10_npu::getStreamFromExternal -> torch ops ->
+#     aclrtSynchronizeStream), and run.
+# Everything lives in build-packaging/, recreated on every run; the wheel's
+# compilations go through ccache (shared between runs and trees, see below). Uncommitted
+# changes are not tested: commit first.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dev_py="$root/.venv/bin/python"
+base_py="$("$dev_py" -c 'import sys; print(sys._base_executable)')"
+work="$root/build-packaging"
+commit="$(git -C "$root" rev-parse HEAD)"
+step() { echo "=== packaging (${SECONDS} s): $*"; }  # time since the start
+
+rm -rf "$work"
+mkdir -p "$work/dist" "$work/run"
+
+step "clone of $commit"
+git clone -q --no-checkout "$root" "$work/src"
+git -C "$work/src" checkout -q "$commit"
+
+step "wheel (pip wheel --no-build-isolation)"
+# CCACHE_NOHASHDIR: with -g, ccache keys objects by the build directory too;
+# without it, only a run from this very path could reuse them. The price: the
+# debug information of a reused object names the directory that built it.
+(cd "$work/src" && PATH="$root/.venv/bin:$PATH" CCACHE_NOHASHDIR=1 "$dev_py" -m pip wheel -q \
+  --no-build-isolation --no-deps -w "$work/dist" .)
+wheel="$(ls "$work/dist"/*.whl)"
+echo "built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))"
+
+# The example and the check are inputs of the test, not part of the source tree.
+cp -r "$work/src/examples/interop" "$work/example"
+cp "$work/src/tests/packaging/check_installed.py" "$work/run/"
+
+step "deleting the clone and its build trees"
+rm -rf "$work/src"
+
+step "fresh venv with torch==2.13.0 and the wheel"
+"$base_py" -m venv "$work/venv"
+venv_py="$work/venv/bin/python"
+if ! "$venv_py" -m pip install -q torch==2.13.0 "$wheel" setuptools >"$work/pip.log" 2>&1; then
+  cat "$work/pip.log"
+  exit 1
+fi
+
+cd "$work/run"
+unset PYTHONPATH
+export TORCH_DEVICE_BACKEND_AUTOLOAD=1
+step "installed package: libraries, symbols, op, ExternalStream"
+"$venv_py" check_installed.py
+
+step "examples/interop built with NpuExtension against the installed package"
+# torch's BuildExtension compiles through ccache when there is one.
+(cd "$work/example" && CCACHE_NOHASHDIR=1 "$venv_py" setup.py -q build_ext --inplace >/dev/null)
+(cd "$work/example" && "$venv_py" interop.py)
+step "OK"
