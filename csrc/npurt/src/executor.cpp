@@ -336,8 +336,8 @@ void Executor::completeRecord(Stream& stream, InlineTask& task) noexcept {
   stream.queue().pop();
   version.markDone();
   if (trace_.enabled()) {
-    trace_.record(
-        TraceRecord{device_, stream.id(), task.name(), task.enqueueNs, start, nowNs(), false});
+    trace_.record(TraceRecord{device_, stream.id(), task.name(), npuActivityKindEventRecord,
+                              task.externalId, task.enqueueNs, start, nowNs(), false});
   }
   task.dispose();
 }
@@ -393,8 +393,8 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
   // discarded behind a failure.
   if (injected) task.discard();
   if (tracing) {
-    trace_.record(TraceRecord{device_, stream.id(), task.name(), task.enqueueNs, start, nowNs(),
-                              status != 0});
+    trace_.record(TraceRecord{device_, stream.id(), task.name(), task.activityKind(),
+                              task.externalId, task.enqueueNs, start, nowNs(), status != 0});
   }
   // Disposed before the pop: a node's references (device allocations) are
   // gone by the time the stream is seen idle.
