@@ -13,6 +13,7 @@ What torch_npu offers and this package does not (Ascend hardware data, offline
 analysis, its ``_ExperimentalConfig``) is listed in docs/COMPATIBILITY.md.
 """
 
+from . import profiler as _profiler
 from .profiler import (
     ProfilerAction,
     ProfilerActivity,
@@ -22,11 +23,4 @@ from .profiler import (
     tensorboard_trace_handler,
 )
 
-__all__ = [
-    "ProfilerAction",
-    "ProfilerActivity",
-    "profile",
-    "schedule",
-    "supported_activities",
-    "tensorboard_trace_handler",
-]
+__all__ = list(_profiler.__all__)
