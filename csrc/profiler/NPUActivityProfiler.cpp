@@ -6,6 +6,7 @@
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -81,8 +82,8 @@ void onRecord(const npuActivityRecord* r, void* userData) {
   act.addMetadataQuoted("kind", kindName(r->kind));
   if (r->externalId != 0) act.addMetadata("correlation", r->externalId);
   if (r->enqueueNs != 0) {
-    act.addMetadata("queued us", static_cast<double>(r->startNs - std::min(r->startNs, r->enqueueNs)) /
-                                     1000.0);
+    const uint64_t queuedNs = r->startNs - std::min(r->startNs, r->enqueueNs);
+    act.addMetadata("queued us", static_cast<double>(queuedNs) / 1000.0);
   }
   if (r->failed != 0) act.addMetadata("failed", "true");
   ctx.devices->insert(r->device);
