@@ -80,11 +80,15 @@ def render(trace: dict, title: str, width: int = 1360) -> str:
             x = label_w + (e["ts"] - t0) * scale
             w = max(e["dur"] * scale, 1.0)
             tip = f'{e["name"]} ({e["dur"]:.1f} us)'
+            # Event records and waits (the npu's args.kind) in grey: they are
+            # not work, a wait is the stream being blocked.
+            sync = e.get("args", {}).get("kind") in ("event_record", "event_wait")
+            fill, ink = ("#d9d9d9", "#333") if sync else (_color(e["name"]), "white")
             out.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row_h}" '
-                       f'fill="{_color(e["name"])}" stroke="#333" stroke-width="0.3">'
+                       f'fill="{fill}" stroke="#333" stroke-width="0.3">'
                        f'<title>{html.escape(tip)}</title></rect>')
             if w > 60:
-                out.append(f'<text x="{x + 3:.1f}" y="{y + row_h * 0.65:.1f}" fill="white">'
+                out.append(f'<text x="{x + 3:.1f}" y="{y + row_h * 0.65:.1f}" fill="{ink}">'
                            f'{html.escape(e["name"][: int(w / 6)])}</text>')
     # Links: a device event's "External id" names the CPU op that queued it.
     ops = {e["args"]["External id"]: e for lane in lanes.values() for e in lane

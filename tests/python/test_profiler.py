@@ -86,14 +86,18 @@ def test_device_events_link_to_the_cpu_op_that_queued_them(tmp_path):
     assert y[0].item() == 4
 
 
-def test_copies_and_events_are_device_activities(tmp_path):
+def test_copies_and_events_are_device_activities(tmp_path, gate):
     src = torch.arange(1024, dtype=torch.float32)
     s = torch_npu.npu.Stream()
     ev = torch_npu.npu.Event()
     with torch.profiler.profile(activities=_ACTIVITIES) as prof:
         d = src.to("npu")
+        # The record cannot have completed when s waits for it (a wait for a
+        # completed event is not queued at all).
+        g = gate(torch_npu.npu.current_stream())
         ev.record()
         s.wait_event(ev)
+        g.release()
         torch_npu.npu.synchronize()
     events = _trace(prof, tmp_path)
     names = {e["name"] for e in _device_events(events)}

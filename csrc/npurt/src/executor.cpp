@@ -299,7 +299,11 @@ void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
       EventVersion& version = static_cast<EventWaitTask*>(task.node)->version();
       // The wait stays at the front while parked; the executor that resumes
       // the stream finds it there again, with the version done.
-      if (!version.done() && version.parkUnlessDone(stream)) return;  // `stream` moved away
+      if (!version.done()) {
+        if (trace_.enabled()) [[unlikely]]
+          s.noteWaitBlocked(nowNs());  // the wait's record starts here
+        if (version.parkUnlessDone(stream)) return;  // `stream` moved away
+      }
     }
     execute(s, task);
     s.afterTask();  // wakes synchronize callers whose work has finished
@@ -359,7 +363,12 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
     return;
   }
   const bool tracing = trace_.enabled();
-  const uint64_t start = tracing ? nowNs() : 0;
+  uint64_t start = tracing ? nowNs() : 0;
+  if (kind == TaskKind::kEventWait) {
+    // A wait that blocked the stream spans the time it was blocked.
+    const uint64_t blocked = stream.takeWaitBlockedNs();
+    if (tracing && blocked != 0) start = blocked;
+  }
   if (isWork) {
     // Note [Task delay]: the per-stream override wins over the global delay.
     const int64_t streamDelay = stream.delayOverrideUs();

@@ -50,7 +50,9 @@ typedef enum npuActivityKind {
   npuActivityKindGraph = 6        /* bookkeeping of an npuGraphLaunch */
 } npuActivityKind;
 
-/* One finished task. Times are on the npuGetTimestampNs clock. */
+/* One finished task. Times are on the npuGetTimestampNs clock. An event
+ * wait that found its event incomplete starts when it blocked the stream and
+ * ends when the event completed. */
 typedef struct npuActivityRecord {
   npuActivityKind kind;
   int device;
