@@ -186,11 +186,12 @@ def test_torch_npu_profiler_api(tmp_path):
     x = torch.ones(16, device="npu")
     out_dir = tmp_path / "tb"
     with P.profile(activities=[P.ProfilerActivity.CPU, P.ProfilerActivity.NPU],
-                   schedule=P.schedule(wait=0, warmup=0, active=1, repeat=1),
+                   schedule=P.schedule(wait=0, warmup=1, active=1, repeat=1),
                    on_trace_ready=P.tensorboard_trace_handler(str(out_dir), worker_name="w")) as prof:
-        y = x.mul(5)
-        torch_npu.npu.synchronize()
-        prof.step()
+        for _ in range(2):  # warm-up step, then the recorded one
+            y = x.mul(5)
+            torch_npu.npu.synchronize()
+            prof.step()
     files = [f for f in os.listdir(out_dir) if f.startswith("w.") and f.endswith(".pt.trace.json")]
     assert len(files) == 1, os.listdir(out_dir)
     with open(out_dir / files[0]) as f:
