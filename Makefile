@@ -88,6 +88,7 @@ bench: build
 	$(BUILD)/benchmarks/npurt_bench $(NPURT_BENCH_FLAGS)
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_torch.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_graphs.py
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_debugging.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py
 
 demo: build

@@ -38,7 +38,9 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
 
-__all__ = ["npu", "erase_stream"]
+from . import profiler  # noqa: E402
+
+__all__ = ["npu", "profiler", "erase_stream"]
 
 
 

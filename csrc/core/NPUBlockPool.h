@@ -108,6 +108,11 @@ struct Block {
   std::vector<StreamUse> uses;  // recordStream'd streams
   std::vector<std::shared_ptr<RawEvent>> rawEvents;  // direct records
   std::vector<NPUEvent> queuedEvents;                // records through the task queue
+  // Note [Memory history] (NPUMemoryHistory.h): the stack of the block's
+  // allocation while allocated, and of its segment's creation (every piece
+  // of a segment holds it). Null while history is off.
+  std::shared_ptr<c10::GatheredContext> context;
+  std::shared_ptr<c10::GatheredContext> segmentContext;
 
   bool isSplit() const { return prev != nullptr || next != nullptr; }
 };

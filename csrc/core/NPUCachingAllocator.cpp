@@ -14,6 +14,9 @@
 // Locks, outermost first:
 //   1. DeviceState::mutex_ — one per device; a thread holds at most one.
 //   2. PtrShard::mutex     — leaf: only map operations run under it.
+//   3. The memory history's recorder mutex (NPUMemoryHistory.cpp) — leaf:
+//      taken under a device mutex to append a trace entry; stacks are
+//      gathered before the device mutex is taken (they may take the GIL).
 // Under a device mutex the allocator calls only npurt functions that neither
 // wait for device work nor run user code (npuMalloc, npuFree, npuSetDevice,
 // npuEventCreateWithFlags, npuEventRecord, npuEventDestroy,
@@ -130,8 +133,14 @@ CachingAllocator& allocator() {
 void DeviceState::free(Block* block) {
   // Phase 1 (locked): account, and return at once if no other stream used it.
   std::vector<StreamUse> uses;
+  // Note [Memory history]: the stack is gathered before the lock.
+  const Context context = historyOn() ? historyContext(RecordContext::kAll) : Context();
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (historyOn()) [[unlikely]] {
+      recordTrace("free_requested", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
+                  block->stream, context, RecordContext::kAll);
+    }
     // No longer allocated at once; still active until its events completed.
     const c10::CachingAllocator::StatTypes types = statTypes(*block->pool);
     for (size_t i = 0; i < types.size(); ++i) {

@@ -69,7 +69,7 @@ Block* DeviceState::takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t 
 }
 
 Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t size,
-                                  const AllocatorConfig& config) {
+                                  const AllocatorConfig& config, const Context& context) {
   const size_t bytes = segmentSize(size);
   const int64_t reserved = stats_.reserved_bytes[kAggregate].current;
   if (allowedMaximum_.has_value() && static_cast<size_t>(reserved) + bytes > *allowedMaximum_) {
@@ -92,6 +92,11 @@ Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t 
     oversizeSegments_.insert(ptr);
   }
   if (pool.owner != nullptr) ++pool.owner->segments;
+  if (historyOn()) [[unlikely]] {  // Note [Memory history]
+    if (keepsBlockContexts()) block->segmentContext = context;
+    recordTrace("segment_alloc", device_, reinterpret_cast<uintptr_t>(ptr), bytes, stream, context,
+                RecordContext::kAlloc);
+  }
   return block;
 }
 
@@ -103,6 +108,7 @@ void DeviceState::splitFor(Block* block, size_t size, const AllocatorConfig& con
   void* restPtr = static_cast<char*>(block->ptr) + size;
   auto owned = std::make_unique<Block>(device_, block->stream, rest, restPtr, block->pool);
   Block* remainder = owned.get();
+  remainder->segmentContext = block->segmentContext;
   blocks_.emplace(restPtr, std::move(owned));
   remainder->prev = block;
   remainder->next = block->next;
@@ -112,9 +118,15 @@ void DeviceState::splitFor(Block* block, size_t size, const AllocatorConfig& con
   enterPool(remainder);
 }
 
-void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorConfig& config) {
+void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorConfig& config,
+                                const Context& context) {
   block->state = BlockState::kAllocated;
   block->requested = requested;
+  if (historyOn()) [[unlikely]] {  // Note [Memory history]
+    if (keepsBlockContexts()) block->context = context;
+    recordTrace("alloc", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
+                block->stream, context, RecordContext::kAlloc);
+  }
   const StatTypes types = statTypes(*block->pool);
   const auto size = static_cast<int64_t>(block->size);
   update(stats_.allocation, types, 1);
@@ -127,10 +139,10 @@ void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorC
 }
 
 Block* DeviceState::tryAllocate(size_t size, const NPUStream& stream,
-                                const AllocatorConfig& config) {
+                                const AllocatorConfig& config, const Context& context) {
   BlockPool& pool = poolFor(size, stream);
   Block* block = takeFreeBlock(pool, stream.id(), size, config);
-  if (block == nullptr) block = mallocSegment(pool, stream.id(), size, config);
+  if (block == nullptr) block = mallocSegment(pool, stream.id(), size, config, context);
   if (block != nullptr) splitFor(block, size, config);
   return block;
 }
@@ -149,6 +161,9 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
                    "NPU out of memory. Tried to allocate more than 1EB memory.", NPU_ERROR_SUFFIX);
   const AllocatorConfig config = allocatorConfig();
   const size_t size = roundSize(nbytes);
+  // Note [Memory history]: the stack is gathered before any lock.
+  const Context context =
+      historyOn() ? historyContext(RecordContext::kState) : Context();
 
   processPending(/*synchronize=*/false);
   Block* block = nullptr;
@@ -164,17 +179,17 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
       block = takeFreeBlock(poolFor(size, stream), stream.id(), size, config);
       if (block != nullptr) splitFor(block, size, config);
     } else {
-      block = tryAllocate(size, stream, config);
+      block = tryAllocate(size, stream, config, context);
     }
-    if (block != nullptr) markAllocated(block, nbytes, config);
+    if (block != nullptr) markAllocated(block, nbytes, config, context);
   }
   if (block == nullptr && gcTarget.has_value()) {
     // Garbage collection: give back the segments unused the longest before
     // the reserved memory crosses the threshold.
     releaseCached(ReleaseRequest{std::nullopt, gcTarget});
     std::lock_guard<std::mutex> lock(mutex_);
-    block = tryAllocate(size, stream, config);
-    if (block != nullptr) markAllocated(block, nbytes, config);
+    block = tryAllocate(size, stream, config, context);
+    if (block != nullptr) markAllocated(block, nbytes, config, context);
   }
   if (block == nullptr) {
     // Out of memory: free what queued work holds (Note [Memory held by
@@ -184,13 +199,18 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
     releaseCached(ReleaseRequest{});
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.num_alloc_retries;
-    block = tryAllocate(size, stream, config);
+    block = tryAllocate(size, stream, config, context);
     if (block == nullptr) {
       ++stats_.num_ooms;
+      if (historyOn()) [[unlikely]] {  // CUDA's device_free: what the device has left
+        const auto reserved = static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
+        recordTrace("oom", device_, totalMemory_ - std::min(totalMemory_, reserved), nbytes,
+                    stream.id(), context, RecordContext::kState);
+      }
       TORCH_CHECK_WITH(OutOfMemoryError, false, oomMessage(nbytes, segmentSize(size)),
                        NPU_ERROR_SUFFIX);
     }
-    markAllocated(block, nbytes, config);
+    markAllocated(block, nbytes, config, context);
   }
   allocator().ptrs().insert(block);
   return c10::DataPtr(block->ptr, block->ptr, &rawDelete, dev);
@@ -240,6 +260,11 @@ void DeviceState::mergeInto(Block* dst, Block* src) {
 }
 
 void DeviceState::freeBlock(Block* block) {
+  if (historyOn()) [[unlikely]] {  // Note [Memory history]
+    recordTrace("free_completed", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
+                block->stream, nullptr, RecordContext::kAll);
+  }
+  block->context.reset();
   const StatTypes types = statTypes(*block->pool);
   update(stats_.active, types, -1);
   update(stats_.active_bytes, types, -static_cast<int64_t>(block->size));
@@ -294,6 +319,10 @@ std::vector<std::pair<void*, uint64_t>> DeviceState::releaseCandidates(
 }
 
 void DeviceState::freeSegment(Block* block) {
+  if (historyOn()) [[unlikely]] {  // Note [Memory history]
+    recordTrace("segment_free", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
+                block->stream, nullptr, RecordContext::kAll);
+  }
   leavePool(block);
   const StatTypes types = statTypes(*block->pool);
   update(stats_.segment, types, -1);

@@ -31,6 +31,7 @@
 #include "core/NPUAllocatorConfig.h"
 #include "core/NPUBlockPool.h"
 #include "core/NPUCachingAllocator.h"
+#include "core/NPUMemoryHistory.h"
 
 namespace c10_npu::NPUCachingAllocator::detail {
 
@@ -40,6 +41,21 @@ void rawDelete(void* ptr) noexcept;
 // Calls every FreeMemoryCallback for `device` (Note [Memory held by queued
 // tasks]). Call with no allocator lock held. Thread-safe.
 void runFreeMemoryCallbacks(c10::DeviceIndex device);
+
+// --- NPUMemoryHistory.cpp --- Note [Memory history]. All thread-safe.
+// True while history is on: the only cost of the hooks while it is off (one
+// relaxed load).
+bool historyOn() noexcept;
+// The calling thread's stack if history keeps stacks for `atLeast`, else
+// null. Call with no allocator lock held (it may take the GIL).
+std::shared_ptr<c10::GatheredContext> historyContext(RecordContext atLeast);
+// True if blocks keep their allocation stacks (RecordContext::kState on).
+bool keepsBlockContexts() noexcept;
+// Appends a trace entry of `device` if the trace is on; keeps `context` if
+// history keeps stacks for `contextFrom`. May be called under a device lock.
+void recordTrace(const char* action, c10::DeviceIndex device, uintptr_t address, size_t size,
+                 c10::StreamId stream, const std::shared_ptr<c10::GatheredContext>& context,
+                 RecordContext contextFrom) noexcept;
 
 // "1.50 MiB" style, for messages.
 std::string formatSize(uint64_t bytes);
@@ -56,6 +72,8 @@ struct ReleaseRequest {
 
 class DeviceState {
  public:
+  using Context = std::shared_ptr<c10::GatheredContext>;
+
   explicit DeviceState(c10::DeviceIndex device);
 
   // --- NPUDeviceCache.cpp ---
@@ -64,6 +82,10 @@ class DeviceState {
   // Frees whole cached segments (see ReleaseRequest); waits for the streams
   // that last used them first. Takes the lock itself. Thread-safe.
   void releaseCached(const ReleaseRequest& request);
+
+  // --- NPUMemoryHistory.cpp --- Appends this device's segments (by
+  // address) to `out`. Thread-safe.
+  void snapshotSegments(std::vector<SegmentInfo>& out);
 
   // --- NPUAllocatorStats.cpp --- (all thread-safe)
   DeviceStats stats();
@@ -97,11 +119,14 @@ class DeviceState {
   BlockPool& poolFor(size_t size, const NPUStream& stream);
   Block* takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t size,
                        const AllocatorConfig& config);
+  // `context`: the allocation's stack for the memory history (may be null).
   Block* mallocSegment(BlockPool& pool, c10::StreamId stream, size_t size,
-                       const AllocatorConfig& config);
-  Block* tryAllocate(size_t size, const NPUStream& stream, const AllocatorConfig& config);
+                       const AllocatorConfig& config, const Context& context);
+  Block* tryAllocate(size_t size, const NPUStream& stream, const AllocatorConfig& config,
+                     const Context& context);
   void splitFor(Block* block, size_t size, const AllocatorConfig& config);
-  void markAllocated(Block* block, size_t requested, const AllocatorConfig& config);
+  void markAllocated(Block* block, size_t requested, const AllocatorConfig& config,
+                     const Context& context);
   void freeBlock(Block* block);  // back to its pool, merged with free neighbours
   void mergeInto(Block* dst, Block* src);
   void enterPool(Block* block);

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/ActivityCorrelation.h"
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
@@ -38,6 +39,7 @@ struct Item {
   npuTask task{};                  // kLaunch
   npuEvent_t event = nullptr;      // kRecord, kWait
   npuGraphExec_t exec = nullptr;   // kGraph
+  uint32_t correlationId = 0;      // Note [Correlation through the task queue]
 };
 
 const char* itemName(const Item& item) {
@@ -57,6 +59,7 @@ const char* itemName(const Item& item) {
 // Submits one item to npurt; returns the failure message or "". Does not
 // release a refused task: the caller decides how to fail it.
 std::string submit(Item& item) {
+  const profiler::ExternalIdScope correlation(item.correlationId);
   npuError_t status = npuSuccess;
   switch (item.kind) {
     case Item::Kind::kLaunch:
@@ -417,6 +420,9 @@ uint64_t pushOrRun(const NPUStream& stream, Item&& item) {
     throw;
   }
   item.stream = raw;
+  // Note [Correlation through the task queue]: read on the calling thread.
+  if (profiler::collecting()) [[unlikely]]
+    item.correlationId = profiler::currentId();
   if (q != nullptr) return q->push(std::move(item));
   // A direct launch: npurt's refusal is raised to this caller, now.
   const char* name = itemName(item);

@@ -102,6 +102,8 @@ void initPools(py::module_& m) {
 
 }  // namespace
 
+void initMemoryHistory(py::module_& m);  // MemoryHistory.cpp
+
 void initMemory(py::module_& m) {
   m.def("_npu_memoryStats", &memoryStats);
   m.def(
@@ -148,6 +150,7 @@ void initMemory(py::module_& m) {
   m.def("_npu_hostEmptyCache", [] { NPUHostAllocator::emptyCache(); },
         py::call_guard<py::gil_scoped_release>());
   initPools(m);
+  initMemoryHistory(m);
 }
 
 }  // namespace c10_npu::python

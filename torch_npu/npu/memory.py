@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Union
 import torch
 
 from .. import _C
+from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot
 from .utils import _checked_index, _lazy_init, current_stream
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "memory_allocated",
     "memory_cached",
     "memory_reserved",
+    "memory_snapshot",
     "memory_stats",
     "memory_stats_as_nested_dict",
     "memory_summary",

@@ -105,12 +105,16 @@ inline npuError_t nullArgument(const char* function, const char* name) {
 }
 
 // Hot path. Enqueues an inline task (Note [Inline tasks] in task.h),
-// stamping the enqueue time if the trace is on. Throws std::bad_alloc only
-// if the stream's ring is full and no overflow node can be had (nothing is
-// enqueued then); returns the task's ticket.
+// stamping the enqueue time and the thread's external correlation id (Note
+// [Activity correlation] in npurt_activity.h) if the trace or the activity
+// log is on. Throws std::bad_alloc only if the stream's ring is full and no
+// overflow node can be had (nothing is enqueued then); returns the task's
+// ticket.
 inline uint64_t submit(Runtime& rt, Stream& stream, InlineTask task) {
-  if (rt.trace.enabled()) [[unlikely]]
+  if (rt.trace.enabled()) [[unlikely]] {
     task.enqueueNs = nowNs();
+    task.externalId = ActivityLog::currentExternalId();
+  }
   return stream.enqueue(task);
 }
 

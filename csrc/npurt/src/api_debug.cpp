@@ -1,4 +1,4 @@
-// Entry points: stream-destroy callbacks, task delay, trace.
+// Entry points: stream-destroy callbacks, task delay, trace, activity log.
 #include <string>
 
 #include "api_common.h"
@@ -95,6 +95,49 @@ npuError_t npuTraceWrite(const char* path) {
   return guarded(kFn, [&](Runtime& rt) {
     if (path == nullptr) return nullArgument(kFn, "path");
     return rt.trace.write(path, kFn);
+  });
+}
+
+npuError_t npuActivityEnable(void) {
+  return guarded("npuActivityEnable", [&](Runtime& rt) {
+    rt.trace.startActivities();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuActivityDisable(void) {
+  return guarded("npuActivityDisable", [&](Runtime& rt) {
+    rt.trace.stopActivities();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuActivityFlush(npuActivityCallback_t callback, void* userData) {
+  constexpr const char* kFn = "npuActivityFlush";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (callback == nullptr) return nullArgument(kFn, "callback");
+    rt.trace.activities().flush(callback, userData);
+    return npuSuccess;
+  });
+}
+
+npuError_t npuActivityPushExternalCorrelationId(uint32_t id) {
+  constexpr const char* kFn = "npuActivityPushExternalCorrelationId";
+  return guarded(kFn, [&](Runtime&) {
+    if (id == 0) return fail(npuErrorInvalidValue, kFn, "id must not be 0 (0 means none)");
+    ActivityLog::pushExternalId(id);
+    return npuSuccess;
+  });
+}
+
+npuError_t npuActivityPopExternalCorrelationId(uint32_t* id) {
+  constexpr const char* kFn = "npuActivityPopExternalCorrelationId";
+  return guarded(kFn, [&](Runtime&) {
+    if (!ActivityLog::popExternalId(id)) {
+      return fail(npuErrorIllegalState, kFn,
+                  "no external correlation id was pushed on this thread");
+    }
+    return npuSuccess;
   });
 }
 

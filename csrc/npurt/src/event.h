@@ -119,6 +119,7 @@ class EventRecordTask final : public Task {
       : Task(TaskKind::kEventRecord), version_(device, std::move(progress)) {}
 
   const char* name() const noexcept override { return "npuEventRecord"; }
+  npuActivityKind activityKind() const noexcept override { return npuActivityKindEventRecord; }
   // Not used by the executor, which completes records itself (Note
   // [Completion order]); completes the version.
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
@@ -140,6 +141,7 @@ class EventWaitTask final : public Task {
   explicit EventWaitTask(std::shared_ptr<EventVersion> version) noexcept
       : Task(TaskKind::kEventWait), version_(std::move(version)) {}
   const char* name() const noexcept override { return "npuStreamWaitEvent"; }
+  npuActivityKind activityKind() const noexcept override { return npuActivityKindEventWait; }
   int run(char* /*errorBuf*/, size_t /*errorBufSize*/) noexcept override { return 0; }
   EventVersion& version() const noexcept { return *version_; }
 

@@ -299,7 +299,11 @@ void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
       EventVersion& version = static_cast<EventWaitTask*>(task.node)->version();
       // The wait stays at the front while parked; the executor that resumes
       // the stream finds it there again, with the version done.
-      if (!version.done() && version.parkUnlessDone(stream)) return;  // `stream` moved away
+      if (!version.done()) {
+        if (trace_.enabled()) [[unlikely]]
+          s.noteWaitBlocked(nowNs());  // the wait's record starts here
+        if (version.parkUnlessDone(stream)) return;  // `stream` moved away
+      }
     }
     execute(s, task);
     s.afterTask();  // wakes synchronize callers whose work has finished
@@ -336,8 +340,8 @@ void Executor::completeRecord(Stream& stream, InlineTask& task) noexcept {
   stream.queue().pop();
   version.markDone();
   if (trace_.enabled()) {
-    trace_.record(
-        TraceRecord{device_, stream.id(), task.name(), task.enqueueNs, start, nowNs(), false});
+    trace_.record(TraceRecord{device_, stream.id(), task.name(), npuActivityKindEventRecord,
+                              task.externalId, task.enqueueNs, start, nowNs(), false});
   }
   task.dispose();
 }
@@ -359,7 +363,12 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
     return;
   }
   const bool tracing = trace_.enabled();
-  const uint64_t start = tracing ? nowNs() : 0;
+  uint64_t start = tracing ? nowNs() : 0;
+  if (kind == TaskKind::kEventWait) {
+    // A wait that blocked the stream spans the time it was blocked.
+    const uint64_t blocked = stream.takeWaitBlockedNs();
+    if (tracing && blocked != 0) start = blocked;
+  }
   if (isWork) {
     // Note [Task delay]: the per-stream override wins over the global delay.
     const int64_t streamDelay = stream.delayOverrideUs();
@@ -393,8 +402,8 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
   // discarded behind a failure.
   if (injected) task.discard();
   if (tracing) {
-    trace_.record(TraceRecord{device_, stream.id(), task.name(), task.enqueueNs, start, nowNs(),
-                              status != 0});
+    trace_.record(TraceRecord{device_, stream.id(), task.name(), task.activityKind(),
+                              task.externalId, task.enqueueNs, start, nowNs(), status != 0});
   }
   // Disposed before the pop: a node's references (device allocations) are
   // gone by the time the stream is seen idle.

@@ -166,6 +166,16 @@ class Stream : public std::enable_shared_from_this<Stream> {
   int lastWorker() const noexcept { return lastWorker_.load(std::memory_order_relaxed); }
   void setLastWorker(int worker) noexcept { lastWorker_.store(worker, std::memory_order_relaxed); }
 
+  // While the trace or the activity log records: when the event wait at the
+  // front of the queue was first found incomplete (steady ns), so that its
+  // record spans the time the stream was blocked; 0 if it was not. Owner
+  // only: the executor that parks the stream sets it, the one that resumes
+  // it takes it (the version's mutex orders the two).
+  void noteWaitBlocked(uint64_t ns) noexcept {
+    if (waitBlockedNs_ == 0) waitBlockedNs_ = ns;
+  }
+  uint64_t takeWaitBlockedNs() noexcept { return std::exchange(waitBlockedNs_, 0); }
+
   // --- Destruction (Note [Handle validation]) ---
   // Claims the right to destroy; false if another call already did.
   bool beginDestroy() noexcept { return !destroying_.exchange(true, std::memory_order_acq_rel); }
@@ -204,6 +214,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   const int priority_;
   Executor& executor_;
 
+  uint64_t waitBlockedNs_ = 0;  // see noteWaitBlocked
   std::atomic<int64_t> delayOverrideUs_{-1};
   std::atomic<int> lastWorker_{-1};
   std::atomic<bool> destroying_{false};

@@ -30,6 +30,7 @@
 
 #include "node_pool.h"
 #include "npurt/npurt.h"
+#include "npurt/npurt_activity.h"
 
 namespace npurt::internal {
 
@@ -54,6 +55,8 @@ class Task {
 
   // Name for errors and traces; never null, valid until dispose().
   virtual const char* name() const noexcept = 0;
+  // What the activity log calls it (npurt_activity.h).
+  virtual npuActivityKind activityKind() const noexcept { return npuActivityKindKernel; }
 
   // Runs the task on an executor thread. Returns 0 on success; on failure a
   // non-zero value, with a NUL-terminated message in errorBuf. Must not
@@ -123,7 +126,8 @@ struct InlineTask {
   };
 
   InlineKind kind = InlineKind::kNode;
-  uint64_t enqueueNs = 0;  // steady-clock ns at enqueue, 0 when tracing was off
+  uint32_t externalId = 0;  // Note [Activity correlation]; set with enqueueNs (fills padding)
+  uint64_t enqueueNs = 0;   // steady-clock ns at enqueue, 0 when tracing was off
   union {
     HostFnFields hostFn;
     UserFields user;
@@ -162,6 +166,10 @@ struct InlineTask {
     return kind == InlineKind::kNode ? node->kind() : TaskKind::kWork;
   }
   const char* name() const noexcept;
+  npuActivityKind activityKind() const noexcept {
+    if (kind == InlineKind::kNode) return node->activityKind();
+    return kind == InlineKind::kHostFn ? npuActivityKindHostFunc : npuActivityKindKernel;
+  }
   int run(char* errorBuf, size_t errorBufSize) noexcept;
   void discard() noexcept;
   void dispose() noexcept {
@@ -202,6 +210,7 @@ class MemcpyTask final : public Task {
         dstAlloc_(std::move(dstAlloc)),
         srcAlloc_(std::move(srcAlloc)) {}
   const char* name() const noexcept override { return "npuMemcpyAsync"; }
+  npuActivityKind activityKind() const noexcept override { return npuActivityKindMemcpy; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
 
  private:
@@ -225,6 +234,7 @@ class MemsetTask final : public Task {
         injected_(injected),
         alloc_(std::move(alloc)) {}
   const char* name() const noexcept override { return "npuMemsetAsync"; }
+  npuActivityKind activityKind() const noexcept override { return npuActivityKindMemset; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
 
  private:
@@ -242,6 +252,7 @@ class InlineTaskNode final : public Task {
  public:
   explicit InlineTaskNode(const InlineTask& task) noexcept : Task(TaskKind::kWork), task_(task) {}
   const char* name() const noexcept override { return task_.name(); }
+  npuActivityKind activityKind() const noexcept override { return task_.activityKind(); }
   int run(char* errorBuf, size_t errorBufSize) noexcept override {
     return task_.run(errorBuf, errorBufSize);
   }

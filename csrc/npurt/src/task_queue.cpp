@@ -73,7 +73,7 @@ bool TaskQueue::encode(const InlineTask& task, Encoded& out) noexcept {
   if (task.enqueueNs != 0) {
     w[0] |= kTimestamped;
     w[2 * out.span] = task.enqueueNs;
-    w[2 * out.span + 1] = 0;
+    w[2 * out.span + 1] = task.externalId;
     ++out.span;
   }
   return true;
@@ -86,6 +86,7 @@ TaskQueue::Pushed TaskQueue::push(const InlineTask& task) {
     TaskPtr node = makeTask<InlineTaskNode>(task);
     InlineTask heap = InlineTask::heap(node.get());
     heap.enqueueNs = task.enqueueNs;
+    heap.externalId = task.externalId;
     const Pushed pushed = push(heap);
     (void)node.release();  // the queue owns it now
     return pushed;

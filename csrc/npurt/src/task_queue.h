@@ -82,8 +82,8 @@
 //  - kUserTask: a user task that could not be interned. payload = its run
 //    function, and a second entry holds tag = release, word = name;
 //  - kNode: payload = 0.
-// A task enqueued while the trace was on adds a last entry (tag = its
-// enqueue time). Code pointers live in the low 56 bits on every platform we
+// A task enqueued while the trace or the activity log was on adds a last
+// entry (tag = its enqueue time, word = its external correlation id). Code pointers live in the low 56 bits on every platform we
 // build for (user-space text, never tagged); a task whose pointer does not
 // is enqueued as a node task instead (InlineTaskNode), so the encoding
 // never loses information.
@@ -248,8 +248,11 @@ class TaskQueue {
         out.node = reinterpret_cast<Task*>(word);
         break;
     }
+    out.externalId = 0;
     if ((tag & kTimestamped) != 0) {
-      out.enqueueNs = entryAt(head_ + span).tag.load(std::memory_order_relaxed);
+      const Entry& stamp = entryAt(head_ + span);
+      out.enqueueNs = stamp.tag.load(std::memory_order_relaxed);
+      out.externalId = static_cast<uint32_t>(stamp.word);
       ++span;
     }
     return span;

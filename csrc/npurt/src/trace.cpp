@@ -63,12 +63,24 @@ void Trace::start() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
   originNs_ = nowNs();
-  enabled_.store(true, std::memory_order_relaxed);
+  modes_.fetch_or(kFileMode, std::memory_order_relaxed);
 }
 
-void Trace::stop() noexcept { enabled_.store(false, std::memory_order_relaxed); }
+void Trace::stop() noexcept { modes_.fetch_and(static_cast<uint8_t>(~kFileMode), std::memory_order_relaxed); }
+
+void Trace::startActivities() {
+  activities_.clear();
+  modes_.fetch_or(kActivityMode, std::memory_order_relaxed);
+}
+
+void Trace::stopActivities() noexcept {
+  modes_.fetch_and(static_cast<uint8_t>(~kActivityMode), std::memory_order_relaxed);
+}
 
 void Trace::record(const TraceRecord& record) noexcept {
+  const uint8_t modes = modes_.load(std::memory_order_relaxed);
+  if ((modes & kActivityMode) != 0) activities_.append(record);
+  if ((modes & kFileMode) == 0) return;
   try {
     Entry entry{record.device,  record.stream, record.name,  record.enqueueNs,
                 record.startNs, record.endNs,  record.failed};

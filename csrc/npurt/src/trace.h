@@ -8,9 +8,13 @@
 // carry the enqueue time and the queueing delay, both in microseconds.
 // Timestamps are microseconds since the trace started.
 //
-// Recording costs nothing when off: executors test enabled() (one relaxed
-// load) per task. When on, each record takes a mutex; tracing is a debugging
-// aid, not the hot path.
+// The same records feed the activity log of npurt_activity.h (a profiler's
+// device rows, activity.h): the trace file and the activity log are two
+// independent modes of one recorder, so that the hot path tests one flag.
+//
+// Recording costs nothing when off: producers (at enqueue) and executors
+// (per task) test enabled() (one relaxed load of the mode bits). When on,
+// each record takes a mutex; tracing is a debugging aid, not the hot path.
 //
 // Thread safety: every member function is thread-safe.
 #pragma once
@@ -21,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "activity.h"
 #include "npurt/npurt.h"
 
 namespace npurt::internal {
@@ -30,7 +35,9 @@ struct TraceRecord {
   int device;
   uint64_t stream;
   const char* name;    // copied by Trace::record
-  uint64_t enqueueNs;  // 0 if tracing was off at enqueue
+  npuActivityKind kind;
+  uint32_t externalId;  // Note [Activity correlation] in npurt_activity.h
+  uint64_t enqueueNs;   // 0 if tracing was off at enqueue
   uint64_t startNs;
   uint64_t endNs;
   bool failed;
@@ -38,13 +45,19 @@ struct TraceRecord {
 
 class Trace {
  public:
-  bool enabled() const noexcept { return enabled_.load(std::memory_order_relaxed); }
+  // True if either mode records. Hot path: one relaxed load.
+  bool enabled() const noexcept { return modes_.load(std::memory_order_relaxed) != 0; }
 
-  // Clears what was recorded and starts recording.
+  // The trace file: clears what was recorded and starts recording.
   void start();
-  // Stops recording; keeps the records.
+  // Stops recording for the file; keeps the records.
   void stop() noexcept;
-  // Appends one record (dropped if the host is out of memory).
+  // The activity log (npuActivityEnable / Disable).
+  void startActivities();
+  void stopActivities() noexcept;
+  ActivityLog& activities() noexcept { return activities_; }
+  // Appends one record to each mode that is on (dropped if the host is out
+  // of memory).
   void record(const TraceRecord& record) noexcept;
   // Writes the JSON file. Returns npuSuccess, or npuErrorInvalidValue with
   // the thread's message set (via fail(), prefixed by `function`) if the file
@@ -62,7 +75,12 @@ class Trace {
     bool failed;
   };
 
-  std::atomic<bool> enabled_{false};
+  static constexpr uint8_t kFileMode = 1;
+  static constexpr uint8_t kActivityMode = 2;
+  // Bits of the modes that record; relaxed: records hang off their own
+  // mutexes, the bits only say whether to take them.
+  std::atomic<uint8_t> modes_{0};
+  ActivityLog activities_;
   mutable std::mutex mutex_;  // guards entries_, originNs_
   std::vector<Entry> entries_;
   uint64_t originNs_ = 0;  // time of the last start()

@@ -16,6 +16,7 @@ class GraphExec::NodeTask final : public Task {
  public:
   NodeTask(GraphExec& exec, uint32_t index) noexcept
       : Task(TaskKind::kWork), exec_(exec), index_(index) {}
+  npuActivityKind activityKind() const noexcept override { return npuActivityKindGraph; }
   const char* name() const noexcept override { return exec_.works_[index_]->name(); }
   int run(char* errorBuf, size_t errorBufSize) noexcept override {
     if (exec_.skipping()) return 0;  // an earlier node failed, or the launch was discarded
@@ -44,6 +45,7 @@ class GraphExec::StartTask final : public Task {
   StartTask(std::shared_ptr<GraphExec> exec, uint64_t sequence) noexcept
       : Task(TaskKind::kControl), exec_(std::move(exec)), sequence_(sequence) {}
   const char* name() const noexcept override { return "npuGraphLaunch"; }
+  npuActivityKind activityKind() const noexcept override { return npuActivityKindGraph; }
   int run(char* /*errorBuf*/, size_t /*errorBufSize*/) noexcept override {
     exec_->startLaunch(sequence_);
     return 0;
@@ -95,6 +97,7 @@ class GraphExec::LaneEndTask final : public Task {
   explicit LaneEndTask(std::shared_ptr<GraphExec> exec) noexcept
       : Task(TaskKind::kControl), exec_(std::move(exec)) {}
   const char* name() const noexcept override { return "npuGraphLaunch(lane end)"; }
+  npuActivityKind activityKind() const noexcept override { return npuActivityKindGraph; }
   int run(char* /*errorBuf*/, size_t /*errorBufSize*/) noexcept override { return 0; }
 
  private:
