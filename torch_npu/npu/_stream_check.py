@@ -173,9 +173,12 @@ class NPURecordStreamHandler(csan.EventHandler):
     def _handle_memory_allocation(self, data_ptr: csan.DataPtr) -> None:
         super()._handle_memory_allocation(data_ptr)
         # The allocator takes blocks for the current stream of the current
-        # device (the device of the tensor being made, under its guard).
+        # device (the device of the tensor being made, under its guard). Blocks
+        # of a graph's private pool stay with the graph, not with a stream:
+        # they need no record_stream.
+        capturing = torch_npu._C._npu_isCurrentStreamCapturing()
         self._npu_tensors[data_ptr] = NPUTensorInfo(
-            allocation_stream=_current_raw_stream(torch_npu._C._npu_getDevice()),
+            allocation_stream=None if capturing else _current_raw_stream(torch_npu._C._npu_getDevice()),
             allocation_stack_trace=self.tensors_accessed.get_allocation_stack_trace(data_ptr),
         )
 
@@ -305,7 +308,8 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
     """Reports every op on npu tensors to ``event_handler`` as a kernel launch.
 
     The op runs on the current stream of the device of its first npu tensor
-    (the current device if it has none). Raises
+    (the current device if it has none). Ops captured into a graph are not
+    reported (they do not run then), and replays are not seen. Raises
     ``torch.cuda._sanitizer.CUDASanitizerErrors`` after an op whose accesses
     race with earlier ones; the op has run (been queued) by then, as in CSAN.
     """
@@ -326,6 +330,10 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
         outputs = func(*args, **kwargs)
         handler.parse_outputs(func._schema, outputs, is_factory=is_factory)
         if not (handler.dataptrs_read or handler.dataptrs_written or handler.storage_dataptrs_accessed):
+            return outputs
+        # Under graph capture nothing runs: the captured op's accesses happen at
+        # each replay, which this mode does not see (docs/DEBUGGING.md).
+        if torch_npu._C._npu_isCurrentStreamCapturing():
             return outputs
         device = handler.device_index if handler.device_index is not None else torch_npu._C._npu_getDevice()
         errors = self.event_handler._handle_kernel_launch(
