@@ -269,6 +269,38 @@ def test_graph_capture_and_replay_stay_quiet(sanitizer):
     assert sanitizer.flush_record_stream_warnings() == []
 
 
+def test_argument_handler_reads_writes_and_factories():
+    from torch_npu.npu._stream_check import NPUArgumentHandler
+
+    a = torch.ones(5, 3, device="npu")
+    b = torch.ones(5, 3, device="npu")[1:]  # a view with an offset
+    h = NPUArgumentHandler()
+    add = torch.ops.aten.add.Tensor
+    h.parse_inputs(add._schema, (a, b), {}, is_factory=False)
+    c = torch.add(a, b)
+    h.parse_outputs(add._schema, c, is_factory=False)
+    assert h.dataptrs_read == {a.data_ptr(), b.data_ptr()}
+    assert h.dataptrs_written == {c.data_ptr()}
+    assert h.storage_dataptrs_accessed == {a.data_ptr(), b.untyped_storage().data_ptr(), c.data_ptr()}
+
+    h = NPUArgumentHandler()
+    empty_like = torch.ops.aten.empty_like.default
+    h.parse_inputs(empty_like._schema, (a,), {}, is_factory=True)
+    out = torch.empty_like(a)
+    h.parse_outputs(empty_like._schema, out, is_factory=True)
+    assert h.dataptrs_read == set()  # only a's metadata
+    assert h.dataptrs_written == {out.data_ptr()}  # fresh memory the op produced
+
+    h = NPUArgumentHandler()
+    h.parse_inputs(add._schema, (torch.ones(2), torch.ones(2)), {}, is_factory=False)
+    assert h.dataptrs_read == set() and h.device_index is None  # cpu tensors are not ours
+
+
+def test_kernel_check_is_off_without_its_path(monkeypatch):
+    monkeypatch.delenv("ASCEND_OPP_DEBUG_PATH", raising=False)
+    assert san.npu_sanitizer.enable_kernel_check() is False
+
+
 # -- the hooks --------------------------------------------------------------
 
 

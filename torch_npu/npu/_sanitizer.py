@@ -79,25 +79,43 @@ class NPUSanitizer:
         if self.enabled:
             return
         if os.environ.get("ASCEND_OPP_DEBUG_PATH"):
-            raise RuntimeError(
-                "ASCEND_OPP_DEBUG_PATH is set, which selects the NPU sanitizer's kernel check; it needs "
-                "Ascend's debug kernels and is not available on the simulated NPU. Unset "
-                "ASCEND_OPP_DEBUG_PATH to use the stream check."
-            )
-        # Imported here: importing torch.cuda._sanitizer turns PyTorch's GPU trace on.
-        from torch_npu.npu import _stream_check
-
-        handler = _stream_check.NPURecordStreamHandler()
-        self._register(handler)
+            self.enable_kernel_check()  # raises: not available here
+        self.mode = SanitizerMode.STREAM
+        self.enable_stream_check()
         try:
             torch_npu._C._activate_npu_trace(self.mode)
         except BaseException:
-            self._unregister()
+            self._leave()
             raise
-        self.event_handler = handler
-        self.dispatch = _stream_check.NPUSanitizerDispatchMode(handler)
-        self.dispatch.__enter__()
         self.enabled = True
+
+    def enable_kernel_check(self) -> bool:
+        """torch_npu's kernel check: ``False`` without ``ASCEND_OPP_DEBUG_PATH``, as torch_npu.
+
+        With it set this raises ``RuntimeError``: the check needs Ascend's
+        debug kernels, which do not exist on the simulated NPU.
+        """
+        if not os.environ.get("ASCEND_OPP_DEBUG_PATH"):
+            return False
+        raise RuntimeError(
+            "ASCEND_OPP_DEBUG_PATH is set, which selects the NPU sanitizer's kernel check; it needs "
+            "Ascend's debug kernels and is not available on the simulated NPU. Unset "
+            "ASCEND_OPP_DEBUG_PATH to use the stream check."
+        )
+
+    def enable_stream_check(self) -> bool:
+        """Make the handler and the dispatch mode, register the callbacks, enter the mode.
+
+        Does not activate the npu trace (``enable()`` does). Returns ``True``.
+        """
+        # Imported here: importing torch.cuda._sanitizer turns PyTorch's GPU trace on.
+        from torch_npu.npu import _stream_check
+
+        self.event_handler = _stream_check.NPURecordStreamHandler()
+        self.dispatch = _stream_check.NPUSanitizerDispatchMode(self.event_handler)
+        self.dispatch.__enter__()
+        self._register(self.event_handler)
+        return True
 
     def disable(self) -> None:
         """Stop checking: leaves the mode, turns the npu trace off, drops the callbacks.
@@ -108,13 +126,24 @@ class NPUSanitizer:
         if not self.enabled:
             return
         self.enabled = False
+        torch_npu._C._npu_deactivateTrace()
+        self._leave()
+
+    def _leave(self) -> None:
         try:
             if self.dispatch is not None:
                 self.dispatch.__exit__(None, None, None)
         finally:
             self.dispatch = None
-            torch_npu._C._npu_deactivateTrace()
             self._unregister()
+
+    def __del__(self) -> None:
+        # As torch_npu's: leave the mode if the sanitizer object goes first.
+        try:
+            if self.dispatch is not None:
+                self.dispatch.__exit__(None, None, None)
+        except Exception:
+            pass
 
     def _register(self, handler: object) -> None:
         pairs = [

@@ -33,6 +33,7 @@ still fire only while the npu trace is active (the sanitizer's ``enable()``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import traceback
@@ -41,6 +42,7 @@ from typing import Any, Dict, List, Optional, Set
 
 import torch
 import torch.cuda._sanitizer as csan
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_npu
@@ -303,6 +305,21 @@ class NPUArgumentHandler(csan.ArgumentHandler):
             if storage_ptr:
                 self.storage_dataptrs_accessed.add(storage_ptr)
 
+    def parse_outputs(self, schema: Any, outputs: Any, *, is_factory: bool) -> None:
+        """As CSAN's, except that a factory's outputs are writes (torch_npu's rule).
+
+        ``empty_like(a)`` reads only ``a``'s metadata, but its result is fresh
+        memory the op produced; only outputs that are views are metadata.
+        """
+        for ret, value in zip(schema.returns, (outputs,)):
+            metadata_only = ret.alias_info is not None and not ret.alias_info.is_write
+            pytree.tree_map_(
+                functools.partial(
+                    self._handle_argument, is_write=not metadata_only, metadata_only=metadata_only, is_output=True
+                ),
+                value,
+            )
+
 
 class NPUSanitizerDispatchMode(TorchDispatchMode):
     """Reports every op on npu tensors to ``event_handler`` as a kernel launch.
@@ -312,11 +329,14 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
     reported (they do not run then), and replays are not seen. Raises
     ``torch.cuda._sanitizer.CUDASanitizerErrors`` after an op whose accesses
     race with earlier ones; the op has run (been queued) by then, as in CSAN.
+    ``args_handler`` is the :class:`NPUArgumentHandler` of the op being
+    dispatched (torch_npu's attribute).
     """
 
     def __init__(self, event_handler: NPURecordStreamHandler) -> None:
         super().__init__()
         self.event_handler = event_handler
+        self.args_handler: Optional[NPUArgumentHandler] = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = {} if kwargs is None else kwargs
@@ -325,10 +345,11 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
         if func is torch.ops.aten.record_stream.default:
             return func(*args, **kwargs)
         is_factory = bool(csan.FACTORY_FUNCTION_REGEX.match(func._schema.name))
-        handler = NPUArgumentHandler()
-        handler.parse_inputs(func._schema, args, kwargs, is_factory=is_factory)
+        self.args_handler = NPUArgumentHandler()
+        self.parse_inputs(func._schema, args, kwargs, is_factory=is_factory)
         outputs = func(*args, **kwargs)
-        handler.parse_outputs(func._schema, outputs, is_factory=is_factory)
+        self.parse_outputs(func._schema, outputs, is_factory=is_factory)
+        handler = self.args_handler
         if not (handler.dataptrs_read or handler.dataptrs_written or handler.storage_dataptrs_accessed):
             return outputs
         # Under graph capture nothing runs: the captured op's accesses happen at
@@ -336,8 +357,22 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
         if torch_npu._C._npu_isCurrentStreamCapturing():
             return outputs
         device = handler.device_index if handler.device_index is not None else torch_npu._C._npu_getDevice()
+        self.check_errors(func, _current_raw_stream(device))
+        return outputs
+
+    def parse_inputs(self, schema: Any, args: Any, kwargs: Any, is_factory: bool = False) -> None:
+        """Collect the op's inputs into ``args_handler``."""
+        self.args_handler.parse_inputs(schema, args, kwargs, is_factory=is_factory)
+
+    def parse_outputs(self, schema: Any, outputs: Any, is_factory: bool = False) -> None:
+        """Collect the op's outputs into ``args_handler``."""
+        self.args_handler.parse_outputs(schema, outputs, is_factory=is_factory)
+
+    def check_errors(self, func: Any, npu_stream: csan.StreamId) -> None:
+        """Report the op to the event handler; print and raise the races it found."""
+        handler = self.args_handler
         errors = self.event_handler._handle_kernel_launch(
-            _current_raw_stream(device),
+            npu_stream,
             handler.dataptrs_read - handler.dataptrs_written,
             handler.dataptrs_written,
             handler.outputs,
@@ -349,4 +384,3 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
             for error in errors:
                 print(error, file=sys.stderr)
             raise csan.CUDASanitizerErrors(errors)
-        return outputs
