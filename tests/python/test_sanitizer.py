@@ -273,7 +273,7 @@ def test_argument_handler_reads_writes_and_factories():
     from torch_npu.npu._stream_check import NPUArgumentHandler
 
     a = torch.ones(5, 3, device="npu")
-    b = torch.ones(5, 3, device="npu")[1:]  # a view with an offset
+    b = torch.ones(6, 3, device="npu")[1:]  # a view with an offset
     h = NPUArgumentHandler()
     add = torch.ops.aten.add.Tensor
     h.parse_inputs(add._schema, (a, b), {}, is_factory=False)
