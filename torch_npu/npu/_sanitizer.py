@@ -140,8 +140,7 @@ class NPUSanitizer:
     def __del__(self) -> None:
         # As torch_npu's: leave the mode if the sanitizer object goes first.
         try:
-            if self.dispatch is not None:
-                self.dispatch.__exit__(None, None, None)
+            self._leave()
         except Exception:
             pass
 
