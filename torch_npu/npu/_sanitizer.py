@@ -15,8 +15,8 @@ imported) or::
     import torch_npu.npu._sanitizer as sanitizer
     sanitizer.enable_npu_sanitizer()
 
-Every op on npu tensors then goes through Python (expect it to run 10-100x
-slower). Only ops called on the enabling thread are checked (the dispatch mode
+Every op on npu tensors then goes through Python (a tiny op costs 20-30x its
+host time; docs/PERFORMANCE.md). Only ops called on the enabling thread are checked (the dispatch mode
 is per thread, as CSAN's). ``npu_sanitizer.disable()`` turns it off again.
 """
 
