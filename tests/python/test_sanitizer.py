@@ -264,9 +264,36 @@ def test_graph_capture_and_replay_stay_quiet(sanitizer):
     g = npu.NPUGraph()
     with npu.graph(g):
         w = ((x * 2 + 1) ** 2).sum()
-    g.replay()
+    g.replay()  # on the default stream, after x's write, before w's read: ordered
     assert w.item() == pytest.approx((((torch.arange(6.0)) * 2 + 1) ** 2).sum().item())
-    assert sanitizer.flush_record_stream_warnings() == []
+    side = npu.Stream()
+    side.wait_stream(npu.current_stream())
+    with npu.stream(side):
+        g.replay()
+    npu.current_stream().wait_stream(side)
+    assert w.item() > 0
+    assert sanitizer.flush_record_stream_warnings() == []  # graph pool memory needs none
+
+
+def test_graph_replay_is_checked_as_one_launch_on_the_replay_stream(sanitizer):
+    x = torch.ones(6, device="npu")
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        w = (x * 2).sum()
+    x.fill_(3.0)  # the default stream writes the graph's input ...
+    side = npu.Stream()
+    with npu.stream(side):
+        with pytest.raises(csan.CUDASanitizerErrors) as info:
+            g.replay()  # ... and side replays without waiting for it
+    (error,) = info.value.errors
+    assert error.data_ptr == x.data_ptr()
+    assert error.current_access.stream == raw(side)
+    assert error.current_access.operator == (
+        "NPUGraph.replay() of 2 captured ops: aten::mul.Tensor, aten::sum")
+    assert "aten::fill_" in error.previous_access.operator
+    npu.current_stream().wait_stream(side)
+    g.replay()  # on the default stream, which now waited for side's replay: quiet
+    assert w.item() == 36.0
 
 
 def test_argument_handler_reads_writes_and_factories():

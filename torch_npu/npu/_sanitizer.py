@@ -28,6 +28,7 @@ from typing import Callable, List, Tuple
 
 import torch_npu
 from torch_npu.npu import _gpu_trace
+from torch_npu.npu import graphs as _graphs
 
 __all__ = ["NPUSanitizer", "SanitizerMode", "enable_npu_sanitizer", "npu_sanitizer"]
 
@@ -115,6 +116,7 @@ class NPUSanitizer:
         self.dispatch = _stream_check.NPUSanitizerDispatchMode(self.event_handler)
         self.dispatch.__enter__()
         self._register(self.event_handler)
+        _graphs._capture_observer = self.dispatch
         return True
 
     def disable(self) -> None:
@@ -134,6 +136,8 @@ class NPUSanitizer:
             if self.dispatch is not None:
                 self.dispatch.__exit__(None, None, None)
         finally:
+            if _graphs._capture_observer is self.dispatch:
+                _graphs._capture_observer = None
             self.dispatch = None
             self._unregister()
 

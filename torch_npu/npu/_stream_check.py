@@ -321,12 +321,30 @@ class NPUArgumentHandler(csan.ArgumentHandler):
             )
 
 
+@dataclass
+class _CapturedAccesses:
+    """What the ops of one graph capture read and wrote (reported at each replay)."""
+
+    read: Set[csan.DataPtr] = field(default_factory=set)
+    written: Set[csan.DataPtr] = field(default_factory=set)
+    storages: Set[csan.DataPtr] = field(default_factory=set)
+    operators: List[str] = field(default_factory=list)
+
+    def add(self, handler: "NPUArgumentHandler", operator: str) -> None:
+        self.read |= handler.dataptrs_read - handler.dataptrs_written
+        self.written |= handler.dataptrs_written
+        self.storages |= handler.storage_dataptrs_accessed
+        self.operators.append(operator)
+
+
 class NPUSanitizerDispatchMode(TorchDispatchMode):
     """Reports every op on npu tensors to ``event_handler`` as a kernel launch.
 
     The op runs on the current stream of the device of its first npu tensor
-    (the current device if it has none). Ops captured into a graph are not
-    reported (they do not run then), and replays are not seen. Raises
+    (the current device if it has none). Ops captured into an ``NPUGraph`` do
+    not run then: their accesses are noted and reported, as one launch on the
+    replay stream, at each ``NPUGraph.replay()`` (the ``capture_*``/``replay``
+    methods are called by torch_npu.npu.graphs while the sanitizer is on). Raises
     ``torch.cuda._sanitizer.CUDASanitizerErrors`` after an op whose accesses
     race with earlier ones; the op has run (been queued) by then, as in CSAN.
     ``args_handler`` is the :class:`NPUArgumentHandler` of the op being
@@ -337,6 +355,7 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
         super().__init__()
         self.event_handler = event_handler
         self.args_handler: Optional[NPUArgumentHandler] = None
+        self._capture: Optional[_CapturedAccesses] = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = {} if kwargs is None else kwargs
@@ -352,13 +371,42 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
         handler = self.args_handler
         if not (handler.dataptrs_read or handler.dataptrs_written or handler.storage_dataptrs_accessed):
             return outputs
-        # Under graph capture nothing runs: the captured op's accesses happen at
-        # each replay, which this mode does not see (docs/DEBUGGING.md).
+        # Under graph capture nothing runs: the op's accesses happen at each replay.
         if torch_npu._C._npu_isCurrentStreamCapturing():
+            if self._capture is not None:
+                self._capture.add(handler, str(func._schema))
             return outputs
         device = handler.device_index if handler.device_index is not None else torch_npu._C._npu_getDevice()
         self.check_errors(func, _current_raw_stream(device))
         return outputs
+
+    # -- graphs (called by torch_npu.npu.graphs.NPUGraph) --------------------
+    def capture_begin(self, graph: Any) -> None:
+        """Start noting the accesses of the ops captured into ``graph``."""
+        self._capture = _CapturedAccesses()
+
+    def capture_end(self, graph: Any) -> None:
+        """Keep the noted accesses with ``graph`` for its replays."""
+        graph._sanitizer_accesses, self._capture = self._capture, None
+
+    def replay(self, graph: Any) -> None:
+        """Report a replay as one launch of all the captured accesses on the current stream."""
+        captured: Optional[_CapturedAccesses] = getattr(graph, "_sanitizer_accesses", None)
+        if captured is None or not (captured.read or captured.written):
+            return
+        operator = f"NPUGraph.replay() of {len(captured.operators)} captured ops: " + ", ".join(
+            dict.fromkeys(op.split("(", 1)[0] for op in captured.operators)
+        )
+        errors = self.event_handler._handle_kernel_launch(
+            _current_raw_stream(torch_npu._C._npu_getDevice()),
+            set(captured.read),
+            set(captured.written),
+            set(),
+            operator,
+            {ptr: [] for ptr in captured.read | captured.written},
+            storage_dataptrs_accessed=set(captured.storages),
+        )
+        self._raise(errors)
 
     def parse_inputs(self, schema: Any, args: Any, kwargs: Any, is_factory: bool = False) -> None:
         """Collect the op's inputs into ``args_handler``."""
@@ -380,6 +428,10 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
             handler.tensor_aliases,
             storage_dataptrs_accessed=handler.storage_dataptrs_accessed,
         )
+        self._raise(errors)
+
+    @staticmethod
+    def _raise(errors: List[csan.SynchronizationError]) -> None:
         if errors:
             for error in errors:
                 print(error, file=sys.stderr)
