@@ -18,14 +18,19 @@
 // - Cost while off: tracer() reads GPUTrace's plain bool and returns; once
 //   some code activated GPUTrace, one more relaxed atomic load. Nothing else
 //   runs, so the hooks may sit on hot paths (allocation, free, event record).
-// - The values: streams (raw handles resolved only while the trace is on) and
-//   events are their runtime handles (npuStream_t,
-//   npuEvent_t as integers: what Stream.npu_stream and Event.npu_event read),
-//   memory is the block's device pointer (a storage's data_ptr()).
-// - Where and when: on the host thread that made the call, never on a device
-//   executor or a task-queue consumer, and never while a lock of this layer is
-//   held (the Python side takes the GIL; a hook under the allocator's mutex
-//   would deadlock with a thread that holds the GIL and waits for that mutex).
+// - The values: streams and events are their runtime handles as integers
+//   (npuStream_t, npuEvent_t: what Stream.npu_stream and Event.npu_event read;
+//   a stream's handle is looked up only while the trace is on), memory is the
+//   block's device pointer (a storage's data_ptr()).
+// - Where and when: on the host thread that made the call, never on a
+//   task-queue consumer, and on a device executor only inside a Python host
+//   callback (which holds the GIL already). The Python side takes the GIL, so a
+//   hook must not run under a lock that a thread holding the GIL may wait
+//   for: none of the allocator's (a hook there would deadlock with a thread
+//   that holds the GIL and allocates), no call_once body; the binding takes an
+//   event object's mutex only with the GIL released (withEvent in
+//   csrc/python/Streams.cpp), so NPUEvent's and NPUExternalEvent's hooks may
+//   fire under it.
 //   Creation, record, wait, synchronization and allocation fire after the
 //   call succeeded; deletion and free fire before the handle or block goes.
 // - Hooks never throw: PyTorch's side logs a failing callback and returns.

@@ -11,6 +11,7 @@ variable, stream creation and the fresh-process paths run in subprocesses.
 from __future__ import annotations
 
 import gc
+import threading
 from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
@@ -386,7 +387,7 @@ def test_event_hooks_of_npu_events(hooks):
     event.synchronize()
     handle = event.npu_event
     del event
-    assert hooks == [
+    assert [(k, a) for k, a in hooks if k.startswith("Event")] == [
         ("EventCreationCallbacks", (handle,)),
         ("EventRecordCallbacks", (handle, raw(npu.current_stream()))),
         ("EventWaitCallbacks", (handle, raw(side))),
@@ -402,11 +403,11 @@ def test_event_hooks_of_torch_events(hooks):
     event.wait(side)
     event.synchronize()
     del event
-    kinds = _kinds(hooks)
-    assert kinds == ["EventCreationCallbacks", "EventRecordCallbacks", "EventWaitCallbacks",
-                     "EventSynchronizationCallbacks", "EventDeletionCallbacks"]
-    assert len({args[0] for _, args in hooks}) == 1  # one event throughout
-    assert hooks[2][1][1] == raw(side)
+    events = [(k, a) for k, a in hooks if k.startswith("Event")]
+    assert _kinds(events) == ["EventCreationCallbacks", "EventRecordCallbacks", "EventWaitCallbacks",
+                              "EventSynchronizationCallbacks", "EventDeletionCallbacks"]
+    assert len({args[0] for _, args in events}) == 1  # one event throughout
+    assert events[2][1][1] == raw(side)
 
 
 def test_synchronization_hooks(hooks):
@@ -436,6 +437,34 @@ def test_record_and_erase_stream_hooks(hooks):
         ("RecordStreamCallbacks", (ptr, raw(side))),
         ("EraseStreamCallbacks", (ptr, raw(side))),
     ]
+
+
+def test_hook_under_an_events_mutex_does_not_block_a_reader_of_the_event(hooks):
+    # Event.record runs the hook (which takes the GIL) under the event object's
+    # mutex; a reader of the same event that waited for that mutex while holding
+    # the GIL would deadlock with it. The hook waits until the reader is blocked.
+    event = npu.Event()
+    in_hook, reader_started, read = threading.Event(), threading.Event(), []
+
+    def on_record(ev, stream):
+        if not in_hook.is_set():
+            in_hook.set()
+            assert reader_started.wait(timeout=60)
+
+    def reader():
+        in_hook.wait(timeout=60)
+        reader_started.set()
+        read.append(event.npu_event)  # waits for the mutex that record holds
+
+    _gpu_trace.EventRecordCallbacks.add_callback(on_record)
+    try:
+        t = threading.Thread(target=reader)
+        t.start()
+        event.record()
+        t.join(timeout=60)
+    finally:
+        _gpu_trace.EventRecordCallbacks.remove_callback(on_record)
+    assert read == [event.npu_event] and read[0] != 0
 
 
 def test_stream_creation_hooks_in_a_fresh_process():
