@@ -90,6 +90,7 @@ bench: build
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_graphs.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_debugging.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_sanitizer.py
 
 demo: build
 	$(BUILD)/examples/npurt_demo $(BUILD)/npurt_demo.trace.json

@@ -62,3 +62,16 @@ def erase_stream(tensor, stream):  # type: (torch.Tensor, npu.Stream) -> None
         raise TypeError(f"erase_stream expects a torch_npu.npu.Stream, but got {type(stream).__name__}")
     _C._npu_checkStreamArg(stream, "erase_stream")  # e.g. a cpu stream: named as such
     _C._npu_eraseStream(tensor, stream.stream_id, stream.device_index, stream.device_type)
+
+
+def _enable_sanitizer_if_needed() -> None:
+    """``TORCH_NPU_SANITIZER=1``: enable the stream sanitizer now (torch_npu.npu._sanitizer)."""
+    import os
+
+    if os.environ.get("TORCH_NPU_SANITIZER", ""):
+        from .npu import _sanitizer
+
+        _sanitizer._enable_from_env()
+
+
+_enable_sanitizer_if_needed()

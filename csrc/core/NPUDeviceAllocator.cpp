@@ -13,6 +13,7 @@
 #include "core/NPUDeviceCache.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
+#include "core/NPUTrace.h"
 #include "npurt/npurt.hpp"
 
 namespace c10_npu::NPUCachingAllocator {
@@ -30,6 +31,7 @@ void rawDelete(void* ptr) noexcept {
     std::fprintf(stderr, "NPU caching allocator: free of unknown pointer %p ignored\n", ptr);
     return;
   }
+  trace::memoryFreed(ptr);  // Note [Trace hooks]
   try {
     allocator().device(block->device).free(block);
   } catch (...) {
@@ -131,12 +133,13 @@ Block* blockOf(const c10::DataPtr& ptr) {
 c10::DeviceAllocator* get() { return deviceAllocator(); }
 
 c10::DataPtr allocate(size_t nbytes, c10::DeviceIndex device) {
-  detail::DeviceState& state = allocator().device(device);
-  return state.allocate(nbytes, getCurrentNPUStream(checkedDeviceIndex(device)));
+  return allocateOnStream(nbytes, getCurrentNPUStream(checkedDeviceIndex(device)));
 }
 
 c10::DataPtr allocateOnStream(size_t nbytes, const NPUStream& stream) {
-  return allocator().device(stream.device_index()).allocate(nbytes, stream);
+  c10::DataPtr ptr = allocator().device(stream.device_index()).allocate(nbytes, stream);
+  trace::memoryAllocated(ptr.get());  // Note [Trace hooks]
+  return ptr;
 }
 
 void* rawAlloc(size_t nbytes, const NPUStream& stream) {
@@ -160,6 +163,7 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
   Block* block = blockOf(ptr);
   if (block == nullptr) return;
   allocator().device(block->device).recordStream(block, stream);
+  trace::streamRecorded(ptr.get(), stream);  // Note [Trace hooks]
 }
 
 bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream) {
@@ -172,6 +176,7 @@ void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
   Block* block = blockOf(ptr);
   if (block == nullptr) return;
   allocator().device(block->device).eraseStream(block, stream);
+  trace::streamErased(ptr.get(), stream);  // Note [Trace hooks]
 }
 
 void emptyCache(c10::MempoolId_t pool) {

@@ -6,13 +6,16 @@
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
+#include "core/NPUTrace.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.hpp"
 
 namespace c10_npu {
 
 NPUEvent::~NPUEvent() {
-  if (event_ != nullptr) queue::destroyEvent(event_);
+  if (event_ == nullptr) return;
+  trace::eventDeleted(event_);  // Note [Trace hooks]
+  queue::destroyEvent(event_);
 }
 
 void NPUEvent::moveFrom(NPUEvent& other) noexcept {
@@ -43,6 +46,7 @@ void NPUEvent::createEvent(c10::DeviceIndex device) {
   npurt::DeviceGuard guard(device);
   NPU_CHECK(npuEventCreateWithFlags(&event_, flags_));
   device_index_ = device;
+  trace::eventCreated(event_);  // Note [Trace hooks]
 }
 
 bool NPUEvent::query() const {
@@ -71,6 +75,7 @@ void NPUEvent::record(const NPUStream& stream) {
   record_ticket_ = queue::recordEvent(stream, event_);
   was_recorded_ = true;
   last_stream_ = stream;
+  trace::eventRecorded(event_, stream);
 }
 
 void NPUEvent::block(const NPUStream& stream) {
@@ -84,12 +89,14 @@ void NPUEvent::block(const NPUStream& stream) {
     queue::drain(*last_stream_);
   }
   queue::waitEvent(stream, event_);
+  trace::eventWaited(event_, stream);
 }
 
 void NPUEvent::synchronize() const {
   if (!isCreated() || !was_recorded_) return;
   if (last_stream_.has_value()) queue::drain(*last_stream_);
   NPU_CHECK(npuEventSynchronize(event_));
+  trace::eventSynchronized(event_);
 }
 
 float NPUEvent::elapsed_time(const NPUEvent& other) const {

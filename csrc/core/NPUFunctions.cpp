@@ -8,6 +8,7 @@
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/NPUStream.h"
+#include "core/NPUTrace.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.hpp"
 
@@ -84,6 +85,7 @@ void device_synchronize(c10::DeviceIndex device) {
   queue::drainDevice(device);
   npurt::DeviceGuard guard(device);
   NPU_CHECK(npuDeviceSynchronize());
+  trace::deviceSynchronized();  // Note [Trace hooks]
 }
 
 }  // namespace c10_npu

@@ -13,6 +13,7 @@
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 #include "core/NPUStream.h"
+#include "core/NPUTrace.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.hpp"
 
@@ -69,6 +70,7 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
     if (event == nullptr) return;
+    trace::eventDeleted(static_cast<npuEvent_t>(event));  // Note [Trace hooks]
     // Records and waits of the event may still sit in task queues; see
     // queue::destroyEvent.
     queue::destroyEvent(static_cast<npuEvent_t>(event));
@@ -89,8 +91,10 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
           flag == c10::EventFlag::BACKEND_DEFAULT ? npuEventDefault : npuEventDisableTiming;
       npurt::DeviceGuard guard(stream.device_index());
       NPU_CHECK(npuEventCreateWithFlags(npu_event, flags));
+      trace::eventCreated(*npu_event);
     }
     queue::recordEvent(npu_stream, *npu_event);
+    trace::eventRecorded(*npu_event, npu_stream);
   }
 
   void block(void* event, const c10::Stream& stream) const override {
@@ -101,6 +105,7 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     // stream's device; a wait through another queue must not overtake it.
     drainForEvent(event);
     queue::waitEvent(npu_stream, static_cast<npuEvent_t>(event));
+    trace::eventWaited(static_cast<npuEvent_t>(event), npu_stream);
   }
 
   bool queryEvent(void* event) const override {
@@ -116,6 +121,7 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (event == nullptr) return;
     drainForEvent(event);
     NPU_CHECK(npuEventSynchronize(static_cast<npuEvent_t>(event)));
+    trace::eventSynchronized(static_cast<npuEvent_t>(event));
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {

@@ -15,6 +15,7 @@
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
+#include "core/NPUTrace.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.hpp"
 
@@ -61,32 +62,54 @@ npuStream_t createRuntimeStream(c10::DeviceIndex device, int priority) {
   return s;
 }
 
+// The stream-creation hooks of a pool fire after its call_once returned, on
+// the thread that created it: a hook takes the GIL, and a thread that holds
+// the GIL may be waiting in the same call_once (Note [Trace hooks]).
 DeviceStreams& baseStreams(c10::DeviceIndex device) {
   DeviceStreams& d = allDeviceStreams()[device];
+  bool created = false;
   std::call_once(d.baseOnce, [&] {
     d.defaultStream = createRuntimeStream(device, 0);
     d.secondaryStream = createRuntimeStream(device, 0);
+    created = true;
   });
+  if (C10_UNLIKELY(created)) {
+    trace::streamCreated(d.defaultStream);
+    trace::streamCreated(d.secondaryStream);
+  }
   return d;
 }
 
 DeviceStreams& syncLaunchStreams(c10::DeviceIndex device) {
   DeviceStreams& d = allDeviceStreams()[device];
+  bool created = false;
   std::call_once(d.syncLaunchOnce, [&] {
     for (auto& s : d.syncLaunch) s = createRuntimeStream(device, 0);
+    created = true;
   });
+  if (C10_UNLIKELY(created)) {
+    for (npuStream_t s : d.syncLaunch) trace::streamCreated(s);
+  }
   return d;
 }
 
 DeviceStreams& poolStreams(c10::DeviceIndex device) {
   DeviceStreams& d = allDeviceStreams()[device];
+  bool created = false;
   std::call_once(d.poolOnce, [&] {
     const int n = streamsPerPool();
     for (int i = 0; i < n; ++i) {
       d.normal[i] = createRuntimeStream(device, 0);
       d.high[i] = createRuntimeStream(device, -1);
     }
+    created = true;
   });
+  if (C10_UNLIKELY(created)) {
+    for (int i = 0; i < streamsPerPool(); ++i) {
+      trace::streamCreated(d.normal[i]);
+      trace::streamCreated(d.high[i]);
+    }
+  }
   return d;
 }
 
@@ -199,6 +222,7 @@ void NPUStream::synchronize() const {
   if (isExternal()) external::checkManagedOnly(*this, "NPUStream::synchronize");
   queue::drain(*this);
   NPU_CHECK(npuStreamSynchronize(rawHandle()));
+  trace::streamSynchronized(*this);  // Note [Trace hooks]
 }
 
 int NPUStream::priority() const {

@@ -508,6 +508,7 @@ PyObject* eventGetDevice(PyObject* obj, void*) {
   auto* self = asEvent(obj);
   std::optional<c10::Device> d;
   {
+    pybind11::gil_scoped_release nogil;  // before the mutex: see withEvent
     std::lock_guard<std::mutex> lock(*self->mutex);
     d = self->external != nullptr ? self->external->device() : self->event->device();
   }
@@ -521,6 +522,7 @@ PyObject* eventGetHandle(PyObject* obj, void*) {
   auto* self = asEvent(obj);
   npuEvent_t e = nullptr;
   {
+    pybind11::gil_scoped_release nogil;  // before the mutex: see withEvent
     std::lock_guard<std::mutex> lock(*self->mutex);
     e = self->external != nullptr ? self->external->event() : self->event->event();
   }
@@ -528,7 +530,11 @@ PyObject* eventGetHandle(PyObject* obj, void*) {
   END_HANDLE_TH_ERRORS
 }
 
-// Runs fn(event) with the GIL released and the object's mutex held.
+// Runs fn(event) with the GIL released and the object's mutex held. Every
+// holder of the mutex releases the GIL first: the trace hooks of a record,
+// wait or synchronize take the GIL under it (Note [Trace hooks] in
+// core/NPUTrace.h), which would deadlock with a thread that waits for the
+// mutex while it holds the GIL.
 template <typename F>
 void withEvent(NPUEventObject* self, F&& fn) {
   pybind11::gil_scoped_release nogil;

@@ -1,6 +1,7 @@
 """``torch_npu.npu`` (also reachable as ``torch.npu``): devices, streams,
 events, memory and random numbers of the simulated NPU."""
 
+from . import _gpu_trace  # noqa: F401  (torch.npu._gpu_trace: PyTorch's GPU trace calls it)
 from . import amp
 from .autocast_utils import (
     get_amp_supported_dtype,

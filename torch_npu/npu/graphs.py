@@ -158,6 +158,12 @@ def unsubscribe_report(stream: torch.Stream) -> None:
     _C._unsubscribe_report(stream)
 
 
+# The stream sanitizer's view of captures and replays (torch_npu.npu._sanitizer sets it while
+# enabled): captured ops do not run at capture, so it notes their accesses between
+# capture_begin and capture_end and reports them at each replay.
+_capture_observer: Optional[Any] = None
+
+
 class NPUGraph(_C._NPUGraph):
     r"""Wrapper around an NPU graph.
 
@@ -185,14 +191,20 @@ class NPUGraph(_C._NPUGraph):
                 (synchronous copies, device synchronize) while the capture lasts.
         """
         super().capture_begin(pool=pool, capture_error_mode=capture_error_mode)
+        if _capture_observer is not None:
+            _capture_observer.capture_begin(self)
 
     def capture_end(self) -> None:
         r"""End the capture on the current stream; :meth:`replay` may be called afterwards."""
         super().capture_end()
+        if _capture_observer is not None:
+            _capture_observer.capture_end(self)
 
     def replay(self) -> None:
         r"""Replay the NPU work captured by this graph on the current stream."""
         super().replay()
+        if _capture_observer is not None:
+            _capture_observer.replay(self)
 
     def reset(self) -> None:
         r"""Delete the graph currently held by this instance and return its memory pool."""
