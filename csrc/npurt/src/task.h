@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "node_pool.h"
 #include "npurt/npurt.h"
@@ -34,6 +35,9 @@
 namespace npurt::internal {
 
 struct Allocation;
+namespace racecheck {
+struct Access;
+}
 
 enum class TaskKind : uint8_t {
   kWork,         // delayed, traced, discarded while the stream is in failure state
@@ -63,6 +67,13 @@ class Task {
   // Called instead of run() when the task is dropped (failure state or
   // shutdown): releases what the task owns without running it.
   virtual void discard() noexcept {}
+
+  // Race detector (Note [Happens-before model] in racecheck/racecheck.h):
+  // the key of the accesses declared for the task (npuTaskDeclareAccesses),
+  // and the accesses the task knows itself (copies, memsets, graph nodes),
+  // asked for on the executor right before it runs.
+  virtual const void* raceKey() const noexcept { return nullptr; }
+  virtual void appendAccesses(std::vector<racecheck::Access>& /*out*/) const {}
 
   // Frees the node. Work and wait tasks live in NodePool blocks (made by
   // makePooled) and return there; an event-record task lives inside its
@@ -164,6 +175,9 @@ struct InlineTask {
   const char* name() const noexcept;
   int run(char* errorBuf, size_t errorBufSize) noexcept;
   void discard() noexcept;
+  // The userData of a host function or user task (the key of its declared
+  // accesses, npuTaskDeclareAccesses), else the node's Task::raceKey().
+  const void* raceKey() const noexcept;
   void dispose() noexcept {
     if (kind == InlineKind::kNode) node->dispose();
   }
@@ -179,6 +193,7 @@ class UserTask final : public Task {
   const char* name() const noexcept override { return name_; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
   void discard() noexcept override;
+  const void* raceKey() const noexcept override { return task_.userData; }
 
  private:
   npuTask task_;
@@ -203,6 +218,7 @@ class MemcpyTask final : public Task {
         srcAlloc_(std::move(srcAlloc)) {}
   const char* name() const noexcept override { return "npuMemcpyAsync"; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
+  void appendAccesses(std::vector<racecheck::Access>& out) const override;
 
  private:
   void* dst_;
@@ -226,6 +242,7 @@ class MemsetTask final : public Task {
         alloc_(std::move(alloc)) {}
   const char* name() const noexcept override { return "npuMemsetAsync"; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
+  void appendAccesses(std::vector<racecheck::Access>& out) const override;
 
  private:
   void* dst_;
@@ -246,10 +263,17 @@ class InlineTaskNode final : public Task {
     return task_.run(errorBuf, errorBufSize);
   }
   void discard() noexcept override { task_.discard(); }
+  const void* raceKey() const noexcept override { return task_.raceKey(); }
 
  private:
   InlineTask task_;
 };
+
+// The race detector's accesses of a copy and a memset: the device sides
+// only (null allocations are host memory). Shared by the tasks and their
+// graph nodes.
+void appendCopyAccesses(std::vector<racecheck::Access>& out, void* dst, const void* src,
+                        size_t count, bool dstOnDevice, bool srcOnDevice);
 
 // Copies that may overlap (both sides inside one allocation) use memmove;
 // everything else memcpy, which is what the bandwidth target is measured
