@@ -131,9 +131,10 @@ std::string describeRace(const TaskRecord& self, const Access& access, const Con
   return "data race: " + describeTask(self) + (access.write ? " writes " : " reads ") +
          describeRange(access.begin, access.end) + " and " + describeTask(*c.other.task) +
          (c.otherWrote ? " wrote " : " read ") + describeRange(c.other.begin, c.other.end) +
-         "; they overlap in " + describeRange(c.begin, c.end) +
-         " and nothing orders the first after the second (no event record/wait between "
-         "their streams, no host synchronization between their launches) [NPU_SIM_RACECHECK]";
+         "; they overlap in " + describeRange(c.begin, c.end) + " and nothing orders '" +
+         self.name + "' after '" + c.other.task->name +
+         "' (no event record/wait between their streams, no host synchronization between "
+         "their launches) [NPU_SIM_RACECHECK]";
 }
 
 // Counts, keeps and (log and abort modes) prints a report. Caller holds the
