@@ -3,6 +3,8 @@
 #   make test      build everything and run every test suite
 #   make test-ops  every float32 sample of every op_db op on npu against CPU
 #                  (tests/python/test_opdb.py; CI runs the first sample of each)
+#   make test-racecheck  the Python suite with npurt's device race detector on
+#                  (NPU_SIM_RACECHECK=1); fails on any race report
 #   make demo      run the main example
 #   make bench     run the benchmarks
 #   make sanitize  ASan+UBSan and TSan builds of the runtime with its tests, TSan
@@ -40,7 +42,11 @@ PACKAGING_TIMEOUT ?= 1200
 # machine (each test also has pytest.ini's own limit).
 OPS_TIMEOUT ?= 1200
 
-.PHONY: all deps build install wheel test test-cpp test-python test-ops test-packaging bench demo sanitize sanitize-full fuzz clean
+# test-racecheck: the whole Python suite once more, with every task checked;
+# the timeout bounds a hang or a slow machine.
+RACECHECK_TIMEOUT ?= 1800
+
+.PHONY: all deps build install wheel test test-cpp test-python test-ops test-packaging test-racecheck bench demo sanitize sanitize-full fuzz clean
 
 all: build
 
@@ -72,6 +78,12 @@ test-ops: build
 	NPU_OPDB_SAMPLES=all PYTHONPATH=$(CURDIR) timeout $(OPS_TIMEOUT) \
 		$(VPY) -m pytest tests/python/test_opdb.py -q -p no:cacheprovider
 
+# Tests marked racy (they race on purpose) are skipped; any other test that
+# makes npurt report a race fails (tests/python/conftest.py).
+test-racecheck: build
+	NPU_SIM_RACECHECK=1 PYTHONPATH=$(CURDIR) timeout $(RACECHECK_TIMEOUT) \
+		$(VPY) -m pytest tests/python -q -p no:cacheprovider
+
 # Editable install into .venv (the tests use the tree directly instead).
 install: build
 	$(VPY) -m pip install -q --no-build-isolation --no-deps -e .
@@ -91,6 +103,7 @@ bench: build
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_debugging.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_sanitizer.py
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_racecheck.py
 
 demo: build
 	$(BUILD)/examples/npurt_demo $(BUILD)/npurt_demo.trace.json

@@ -42,6 +42,7 @@ inline constexpr const char* kMemcpyStd = "memcpy/std::memcpy";
 inline constexpr const char* kMemcpyStdSameBuffers = "memcpy/std::memcpy(D2D_buffers)";
 inline constexpr const char* kGraphEager = "graph/eager_100_launches+sync";
 inline constexpr const char* kGraphReplay = "graph/npuGraphLaunch_100_nodes+sync";
+inline constexpr const char* kRaceCheck = "racecheck/100_declared_tasks+sync";
 
 // Counter holding the producer-side cost of one enqueue (see enqueue_bench.cpp).
 inline constexpr const char* kEnqueueCounter = "enq_ns_per_task";
@@ -50,6 +51,7 @@ void registerEnqueueBenchmarks();
 void registerSyncBenchmarks();
 void registerMemcpyBenchmarks();
 void registerGraphBenchmarks();
+void registerRaceCheckBenchmarks();
 // Frees the buffers the memcpy benchmarks allocate on first use.
 void releaseMemcpyBuffers();
 

@@ -184,6 +184,7 @@ int main(int argc, char** argv) {
   npubench::registerSyncBenchmarks();
   npubench::registerMemcpyBenchmarks();
   npubench::registerGraphBenchmarks();
+  npubench::registerRaceCheckBenchmarks();
 
   npubench::CapturingReporter reporter(benchmark::CreateDefaultDisplayReporter());
   benchmark::RunSpecifiedBenchmarks(&reporter);

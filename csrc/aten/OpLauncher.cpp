@@ -8,9 +8,11 @@
 
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
+#include "core/RaceCheck.h"
 #include "core/TaskQueue.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -170,13 +172,33 @@ poison::Message failureMessage(const NPUStream& stream, const char* name,
 
 }  // namespace detail
 
+namespace {
+
+// The bytes `npu` spans, from its first element to its last (a strided view
+// spans the gaps between its elements too), for the race detector.
+npuMemAccess span(const at::Tensor& npu, unsigned mode) {
+  const auto* base = static_cast<const char*>(npu.storage().data());
+  if (base == nullptr || npu.numel() == 0) return npuMemAccess{nullptr, 0, mode};
+  int64_t last = 0;  // offset of the last element, in elements
+  for (int64_t d = 0; d < npu.dim(); ++d) last += (npu.size(d) - 1) * std::abs(npu.stride(d));
+  const auto itemsize = static_cast<int64_t>(npu.itemsize());
+  return npuMemAccess{base + npu.storage_offset() * itemsize,
+                      static_cast<size_t>((last + 1) * itemsize), mode};
+}
+
+}  // namespace
+
 void TaskAccess::read(const at::Tensor& npu) {
   if (!npu.defined() || !npu.has_storage()) return;
   reads.push_back(npu.storage().getWeakStorageImpl());
+  if (racecheck::enabled()) [[unlikely]]
+    declared.push_back(span(npu, npuMemAccessRead));
 }
 
 void TaskAccess::write(const at::Tensor& npu) {
   if (!npu.defined() || !npu.has_storage()) return;
+  if (racecheck::enabled()) [[unlikely]]
+    declared.push_back(span(npu, npuMemAccessWrite));
   const c10::Storage& storage = npu.storage();
   const bool whole = npu.storage_offset() == 0 && npu.is_non_overlapping_and_dense() &&
                      static_cast<size_t>(npu.numel()) * npu.itemsize() >= storage.nbytes();

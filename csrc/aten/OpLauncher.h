@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/NPUStream.h"
 #include "core/PoisonedMemory.h"
@@ -82,6 +83,9 @@ struct TaskAccess {
   c10::SmallVector<poison::StorageRef, 4> reads;  // storages of npu inputs
   c10::SmallVector<Write, 2> writes;              // npu outputs (fresh, in-place, out=)
   bool writesHost = false;                 // writes host memory (a copy to cpu)
+  // The byte spans of the tensors read and written, for npurt's race
+  // detector; filled only while it is on (core/RaceCheck.h), else empty.
+  std::vector<npuMemAccess> declared;
 
   // Records an npu tensor as read / written. Tensors without storage are
   // ignored. Not thread-safe (one builder).
@@ -301,6 +305,12 @@ void launchKernel(const NPUStream& stream, const char* name, TaskAccess access, 
   auto owned = std::make_unique<Task>(Task{std::forward<F>(f), limits::intraOpThreads(stream),
                                            std::move(access), stream, name, Task::State::kQueued,
                                            nullptr, captured, releaseOn});
+  // Race detector only: the task's spans, keyed by its userData (Note
+  // [Happens-before model] in csrc/npurt/src/racecheck/racecheck.h).
+  if (!owned->access.declared.empty()) [[unlikely]] {
+    const std::vector<npuMemAccess>& d = owned->access.declared;
+    (void)npuTaskDeclareAccesses(owned.get(), d.data(), d.size());
+  }
   npuTask task{};
   task.name = name;
   task.run = &detail::runKernel<std::decay_t<F>>;

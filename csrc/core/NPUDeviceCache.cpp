@@ -10,6 +10,7 @@
 
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
+#include "core/RaceCheck.h"
 #include "core/TaskQueue.h"
 
 namespace c10_npu::NPUCachingAllocator::detail {
@@ -213,6 +214,12 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
     markAllocated(block, nbytes, config, context);
   }
   allocator().ptrs().insert(block);
+  // The block's new owner is ordered after its old ones by the rules above
+  // (same stream, or the events of the cross-stream rule): the race detector
+  // forgets its history (Note [Happens-before model] in
+  // csrc/npurt/src/racecheck/racecheck.h).
+  if (racecheck::enabled()) [[unlikely]]
+    (void)npuRaceCheckResetRange(block->ptr, block->size);
   return c10::DataPtr(block->ptr, block->ptr, &rawDelete, dev);
 }
 

@@ -2,7 +2,14 @@
 // a function that a device executor runs in stream order: aclrtLaunchHostFunc.
 #include "thirdparty.h"
 
+#include <initializer_list>
 #include <memory>
+
+// npurt's race detector (NPU_SIM_RACECHECK=1, docs/DEBUGGING.md): each kernel
+// declares the device memory it reads and writes, so the detector checks it
+// against PyTorch's ops. An aclrtLaunchHostFunc is an npurt host function
+// whose argument is `args`, the key of the declaration.
+#include "npurt/npurt_racecheck.h"
 
 namespace {
 
@@ -26,13 +33,22 @@ struct Add {
   }
 };
 
-// Queues kernel K on the stream; K::run owns and frees its arguments.
+// Queues kernel K on the stream, declaring the memory it accesses; K::run
+// owns and frees its arguments.
 template <typename K>
-aclError launch(aclrtStream stream, std::unique_ptr<K> args) {
+aclError launch(aclrtStream stream, std::unique_ptr<K> args,
+                std::initializer_list<npuMemAccess> accesses) {
+  (void)npuTaskDeclareAccesses(args.get(), accesses.begin(), accesses.size());
   const aclError status = aclrtLaunchHostFunc(stream, &K::run, args.get());
-  if (status == ACL_SUCCESS) (void)args.release();
+  if (status == ACL_SUCCESS) {
+    (void)args.release();
+  } else {
+    (void)npuTaskDeclareAccesses(args.get(), nullptr, 0);  // withdrawn: nothing was launched
+  }
   return status;
 }
+
+size_t floats(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
 
 }  // namespace
 
@@ -44,12 +60,15 @@ aclError tp_destroy_stream(aclrtStream stream) { return aclrtDestroyStream(strea
 
 aclError tp_scale(aclrtStream stream, float* data, int64_t n, float alpha) {
   if (data == nullptr || n < 0) return ACL_ERROR_INVALID_PARAM;
-  return launch(stream, std::make_unique<Scale>(Scale{data, n, alpha}));
+  return launch(stream, std::make_unique<Scale>(Scale{data, n, alpha}),
+                {{data, floats(n), npuMemAccessReadWrite}});
 }
 
 aclError tp_add(aclrtStream stream, float* dst, const float* src, int64_t n) {
   if (dst == nullptr || src == nullptr || n < 0) return ACL_ERROR_INVALID_PARAM;
-  return launch(stream, std::make_unique<Add>(Add{dst, src, n}));
+  return launch(stream, std::make_unique<Add>(Add{dst, src, n}),
+                {{dst, floats(n), npuMemAccessReadWrite},
+                 {src, floats(n), npuMemAccessRead}});
 }
 
 aclError tp_synchronize(aclrtStream stream) { return aclrtSynchronizeStream(stream); }

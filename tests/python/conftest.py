@@ -11,7 +11,11 @@
   host function launched through the runtime's C API that waits on a
   ``threading.Event``.
 - an autouse fixture that leaves every test on device 0 with default streams
-  current and checks, after the test, that the devices still work.
+  current and checks, after the test, that the devices still work and, with
+  npurt's race detector on (``NPU_SIM_RACECHECK``, ``make test-racecheck``),
+  that the test caused no race report.
+- ``@pytest.mark.racy(reason=...)``: a test that races on purpose; skipped
+  while the race detector is on.
 """
 
 from __future__ import annotations
@@ -182,10 +186,40 @@ def device_works(device: int = 0) -> None:
     assert (x * 2 + 1).sum().item() == 36.0
 
 
+def racecheck_on() -> bool:
+    """True if this process runs with npurt's race detector on."""
+    return os.environ.get("NPU_SIM_RACECHECK", "0") not in ("", "0", "off")
+
+
+def race_reports() -> int:
+    """Races npurt reported so far in this process."""
+    lib = load_npurt()
+    n = ctypes.c_uint64()
+    assert lib.npuRaceCheckGetReportCount(ctypes.byref(n)) == 0
+    return n.value
+
+
+def last_race_report() -> str:
+    buf = ctypes.create_string_buffer(4096)
+    assert load_npurt().npuRaceCheckGetLastReport(buf, ctypes.c_size_t(len(buf))) == 0
+    return buf.value.decode(errors="replace")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    if not racecheck_on():
+        return
+    for item in items:
+        marker = item.get_closest_marker("racy")
+        if marker is not None:
+            reason = marker.kwargs.get("reason", "races on purpose")
+            item.add_marker(pytest.mark.skip(reason=f"races on purpose ({reason}): NPU_SIM_RACECHECK is on"))
+
+
 @pytest.fixture(autouse=True)
 def _clean_device_state():
     """Each test starts on device 0 with default streams current, and must leave
     the devices working (pending task failures surface here)."""
+    reports_before = race_reports() if racecheck_on() else 0
     torch_npu.npu.set_device(0)
     for d in range(torch_npu.npu.device_count()):
         torch_npu.npu.set_stream(torch_npu.npu.default_stream(d))
@@ -198,6 +232,8 @@ def _clean_device_state():
     for d in range(torch_npu.npu.device_count()):
         torch_npu.npu.synchronize(d)
     device_works(0)
+    if racecheck_on() and race_reports() != reports_before:
+        pytest.fail(f"npurt reported {race_reports() - reports_before} race(s); the last: {last_race_report()}")
 
 
 try:  # pytest-timeout (requirements-dev.txt) enforces `timeout` from pytest.ini

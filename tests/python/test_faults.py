@@ -240,6 +240,7 @@ def test_synchronize_is_not_starved_by_a_thread_that_keeps_queueing():
         import threading, torch, torch_npu
         s = torch.npu.Stream()
         x = torch.ones(16, device="npu")
+        s.wait_stream(torch.npu.current_stream())  # x is made on the default stream
         stop = threading.Event()
         def flood():  # keeps 10-20 ops queued on s: never idle, never far behind
             pending = []

@@ -21,6 +21,7 @@
 #include "errors.h"
 #include "fault.h"
 #include "npurt/npurt.h"
+#include "racecheck/racecheck.h"
 #include "runtime.h"
 
 namespace npurt::internal {
@@ -107,7 +108,8 @@ inline npuError_t nullArgument(const char* function, const char* name) {
 // Hot path. Enqueues an inline task (Note [Inline tasks] in task.h),
 // stamping the enqueue time and the thread's external correlation id (Note
 // [Activity correlation] in npurt_activity.h) if the trace or the activity
-// log is on. Throws std::bad_alloc only if the stream's ring is full and no
+// log is on, through the race detector if it is on (Note [Happens-before
+// model]). Throws std::bad_alloc only if the stream's ring is full and no
 // overflow node can be had (nothing is enqueued then); returns the task's
 // ticket.
 inline uint64_t submit(Runtime& rt, Stream& stream, InlineTask task) {
@@ -115,6 +117,8 @@ inline uint64_t submit(Runtime& rt, Stream& stream, InlineTask task) {
     task.enqueueNs = nowNs();
     task.externalId = ActivityLog::currentExternalId();
   }
+  if (racecheck::enabled()) [[unlikely]]
+    return racecheck::submit(stream, task);
   return stream.enqueue(task);
 }
 

@@ -74,6 +74,8 @@ npuError_t npuDeviceSynchronize(void) {
     targets.reserve(streams.size());
     for (const std::shared_ptr<Stream>& stream : streams) targets.push_back(stream->enqueued());
     for (size_t i = 0; i < streams.size(); ++i) streams[i]->waitFinished(targets[i], -1);
+    if (racecheck::enabled()) [[unlikely]]
+      racecheck::hostSawDevice(Runtime::currentDevice());  // Note [Happens-before model]
     // Report the earliest unreported failure (Note [Task failure rule]); a
     // concurrent query may take it first, then look again.
     for (;;) {

@@ -50,6 +50,8 @@ npuError_t completeDeferred(Runtime& rt, npuDeferredRecord_t handle, const char*
                   static_cast<void*>(handle));
     return fail(npuErrorInvalidResourceHandle, fn, buf);
   }
+  if (racecheck::enabled()) [[unlikely]]
+    racecheck::onDeferredComplete(task->version());  // Note [Happens-before model]
   task->discard();  // stamps and completes the version: parked streams resume
   return npuSuccess;
 }
@@ -120,6 +122,8 @@ npuError_t npuEventQuery(npuEvent_t eventHandle) {
     if (version != nullptr && !version->done()) {
       return fail(npuErrorNotReady, kFn, "the latest record has not completed");
     }
+    if (version != nullptr && racecheck::enabled()) [[unlikely]]
+      racecheck::hostSawVersion(*version);  // Note [Happens-before model]
     return npuSuccess;
   });
 }
@@ -132,7 +136,11 @@ npuError_t npuEventSynchronize(npuEvent_t eventHandle) {
     if (event->maybeCaptured()) [[unlikely]] {
       if (const npuError_t s = refuseCaptured(kFn, *event); s != npuSuccess) return s;
     }
-    if (const std::shared_ptr<EventVersion> version = event->latest()) version->waitHost();
+    if (const std::shared_ptr<EventVersion> version = event->latest()) {
+      version->waitHost();
+      if (racecheck::enabled()) [[unlikely]]
+        racecheck::hostSawVersion(*version);  // Note [Happens-before model]
+    }
     return npuSuccess;
   });
 }

@@ -31,7 +31,13 @@ npuError_t npuMalloc(void** devPtr, size_t size) {
     }
     const int index = Runtime::currentDevice();
     Device& device = rt.device(index);
-    return rt.memory.allocate(index, size, device.capacity(), device.usedCounter(), devPtr, kFn);
+    const npuError_t status =
+        rt.memory.allocate(index, size, device.capacity(), device.usedCounter(), devPtr, kFn);
+    // New memory has no history (Note [Happens-before model]): a free and a
+    // new npuMalloc at the same address are ordered by the host.
+    if (status == npuSuccess && racecheck::enabled()) [[unlikely]]
+      racecheck::resetRange(*devPtr, size);
+    return status;
   });
 }
 

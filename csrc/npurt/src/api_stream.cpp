@@ -102,6 +102,8 @@ npuError_t npuStreamQuery(npuStream_t handle) {
     std::string message;
     if (stream->takeFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
     if (!idle) return fail(npuErrorNotReady, kFn, "work is queued or running");
+    if (racecheck::enabled()) [[unlikely]]
+      racecheck::hostSawStream(*stream);  // Note [Happens-before model]
     return npuSuccess;
   });
 }
@@ -141,6 +143,8 @@ npuError_t npuStreamSynchronizeWithTimeout(npuStream_t handle, int64_t timeoutUs
                       " has not finished the work enqueued before the call after " +
                       std::to_string(timeoutUs) + " us");
     }
+    if (racecheck::enabled()) [[unlikely]]
+      racecheck::hostSawStream(*stream);  // Note [Happens-before model]
     std::string message;
     if (stream->takeFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
     return npuSuccess;
@@ -156,6 +160,8 @@ npuError_t npuStreamSynchronize(npuStream_t handle) {
     // [Stream capture]).
     if (const npuError_t s = refuseIfCapturing(*stream, kFn); s != npuSuccess) return s;
     stream->waitFinished(stream->enqueued(), -1);  // as above
+    if (racecheck::enabled()) [[unlikely]]
+      racecheck::hostSawStream(*stream);  // Note [Happens-before model]
     // Only after the work enqueued before the call has finished (Note [Task
     // failure rule]).
     std::string message;
@@ -182,7 +188,14 @@ npuError_t npuStreamWaitEvent(npuStream_t handle, npuEvent_t eventHandle, unsign
     // Bind to the latest version now (Note [Event versioning]). Never
     // recorded or already complete: nothing to wait for.
     std::shared_ptr<EventVersion> version = event->latest();
-    if (version == nullptr || version->done()) return npuSuccess;
+    if (version == nullptr) return npuSuccess;
+    if (version->done()) {
+      // The host saw it complete: what follows is ordered after it (Note
+      // [Happens-before model]).
+      if (racecheck::enabled()) [[unlikely]]
+        racecheck::hostSawVersion(*version);
+      return npuSuccess;
+    }
     submit(rt, *stream, makeTask<EventWaitTask>(std::move(version)));
     return npuSuccess;
   });

@@ -105,6 +105,25 @@ std::string parseVisibleDevices(int physicalCount, std::vector<int>& out) {
   }
 }
 
+// NPU_SIM_RACECHECK=0|off|1|error|log|abort (npuRaceCheckMode).
+std::string parseRaceCheck(Config& config) {
+  const char* raw = std::getenv("NPU_SIM_RACECHECK");
+  if (raw == nullptr) return {};
+  const std::string_view text(raw);
+  static constexpr struct {
+    const char* name;
+    int mode;
+  } kModes[] = {{"", 0}, {"0", 0}, {"off", 0}, {"1", 1}, {"error", 1}, {"log", 2}, {"abort", 3}};
+  for (const auto& m : kModes) {
+    if (text == m.name) {
+      config.raceCheckMode = m.mode;
+      return {};
+    }
+  }
+  return "NPU_SIM_RACECHECK must be 0 (or off), 1 (or error), log or abort, got '" +
+         std::string(text) + "'";
+}
+
 }  // namespace
 
 std::string loadConfig(Config& config) {
@@ -126,6 +145,7 @@ std::string loadConfig(Config& config) {
     return error;
   }
   if (error = parseFault(config); !error.empty()) return error;
+  if (error = parseRaceCheck(config); !error.empty()) return error;
   if (error = parseVisibleDevices(static_cast<int>(devices), config.physicalDevice);
       !error.empty()) {
     return error;

@@ -26,6 +26,9 @@ struct Config {
   // injection]); faultKind is an npuFaultKind value, -1 for none.
   int faultKind = -1;
   uint64_t faultNth = 0;
+  // NPU_SIM_RACECHECK: an npuRaceCheckMode value (0 off, 1 error, 2 log,
+  // 3 abort); Note [Happens-before model] in racecheck/racecheck.h.
+  int raceCheckMode = 0;
 };
 
 // Fills `config` from the environment. Returns "" on success, otherwise the

@@ -43,6 +43,7 @@
 #include <memory>
 #include <mutex>
 
+#include "racecheck/vector_clock.h"
 #include "stream.h"
 #include "task.h"
 
@@ -88,6 +89,16 @@ class EventVersion {
   // Blocks the calling host thread until done().
   void waitHost();
 
+  // The race detector's clock of the version (Note [Happens-before model]
+  // in racecheck/racecheck.h): set before the version is published, null
+  // while the detector is off. Guarded by the detector's mutex.
+  const std::shared_ptr<const racecheck::VectorClock>& raceClock() const noexcept {
+    return raceClock_;
+  }
+  void setRaceClock(std::shared_ptr<const racecheck::VectorClock> clock) noexcept {
+    raceClock_ = std::move(clock);
+  }
+
  private:
   static constexpr uint64_t kNoTicket = UINT64_MAX;
 
@@ -101,6 +112,7 @@ class EventVersion {
   std::condition_variable cv_;  // host waiters
   int hostWaiters_ = 0;         // threads blocked in waitHost()
   StreamList parked_;           // streams whose head waits on this version
+  std::shared_ptr<const racecheck::VectorClock> raceClock_;  // see raceClock()
 };
 
 // The record task of one version; owns the version (see file comment).

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "event.h"
 #include "fault.h"
+#include "racecheck/racecheck.h"
 #include "trace.h"
 
 namespace npurt::internal {
@@ -304,6 +305,8 @@ void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
           s.noteWaitBlocked(nowNs());  // the wait's record starts here
         if (version.parkUnlessDone(stream)) return;  // `stream` moved away
       }
+      if (racecheck::enabled()) [[unlikely]]
+        racecheck::onWait(s, version);
     }
     execute(s, task);
     s.afterTask();  // wakes synchronize callers whose work has finished
@@ -336,6 +339,8 @@ void Executor::completeRecord(Stream& stream, InlineTask& task) noexcept {
   // finished count (which already completes the version for readers that
   // look at it, and makes the stream idle if this was its last task), then
   // the version's own flag, host waiters and parked streams.
+  if (racecheck::enabled()) [[unlikely]]
+    racecheck::onRecord(stream, version);  // before anyone can see it done
   version.stamp(start);
   stream.queue().pop();
   version.markDone();
@@ -357,6 +362,8 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
   // head of a failed stream is discarded; records and waits complete
   // normally.
   if ((isWork || kind == TaskKind::kControl) && stream.hasFailure()) {
+    if (racecheck::enabled()) [[unlikely]]
+      racecheck::discardTask(stream);
     task.discard();
     task.dispose();
     stream.queue().pop();
@@ -384,15 +391,24 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
   errorBuf[0] = '\0';
   int status = 0;
   bool injected = false;
+  const bool checking = racecheck::enabled();
   if (isWork && faults().fires(FaultKind::kTask)) [[unlikely]] {
     // Note [Fault injection]: fails as the task itself would, without
     // running it (its release is still called, as for a discarded task).
     std::snprintf(errorBuf, sizeof errorBuf, "%s", kInjectedFault);
     status = 1;
     injected = true;
+  } else if (checking && !racecheck::beforeTask(stream, task, errorBuf, sizeof errorBuf))
+      [[unlikely]] {
+    // A race in npuRaceCheckError mode: fails like an injected fault, with
+    // the report as its message (Note [Happens-before model]).
+    status = 1;
+    injected = true;
   } else {
     status = task.run(errorBuf, sizeof errorBuf);
   }
+  if (checking) [[unlikely]]
+    racecheck::afterTask(stream);
   errorBuf[sizeof errorBuf - 1] = '\0';  // a task may fill the buffer without a NUL
   // The failure is recorded before the pop, so a stream seen idle has its
   // failure visible (npuStreamQuery relies on this).

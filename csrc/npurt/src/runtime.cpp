@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "errors.h"
 #include "fault.h"
+#include "racecheck/racecheck.h"
 
 namespace npurt::internal {
 namespace {
@@ -98,6 +99,9 @@ Runtime::Runtime() {
   if (!config_.tracePath.empty()) trace.start();
   if (config_.faultKind >= 0) {
     faults().arm(static_cast<FaultKind>(config_.faultKind), config_.faultNth);  // NPU_SIM_FAULT
+  }
+  if (config_.raceCheckMode != npuRaceCheckOff) {
+    racecheck::setMode(static_cast<npuRaceCheckMode>(config_.raceCheckMode));  // NPU_SIM_RACECHECK
   }
   // Note [Fork]: no prepare or parent handler (nothing to lock); the child
   // handler only flips the state. Registered once per process: a good child

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "fault.h"
+#include "racecheck/shadow_memory.h"
 
 namespace npurt::internal {
 
@@ -127,6 +128,38 @@ void copyBytes(void* dst, const void* src, size_t count) noexcept {
   } else {
     std::memcpy(dst, src, count);
   }
+}
+
+const void* InlineTask::raceKey() const noexcept {
+  switch (kind) {
+    case InlineKind::kHostFn:
+      return hostFn.userData;
+    case InlineKind::kUserTask:
+      return user.userData;
+    case InlineKind::kNode:
+      break;
+  }
+  return node->raceKey();
+}
+
+void appendCopyAccesses(std::vector<racecheck::Access>& out, void* dst, const void* src,
+                        size_t count, bool dstOnDevice, bool srcOnDevice) {
+  if (dstOnDevice) {
+    const auto d = reinterpret_cast<uintptr_t>(dst);
+    out.push_back(racecheck::Access{d, d + count, false, true});
+  }
+  if (srcOnDevice) {
+    const auto s = reinterpret_cast<uintptr_t>(src);
+    out.push_back(racecheck::Access{s, s + count, true, false});
+  }
+}
+
+void MemcpyTask::appendAccesses(std::vector<racecheck::Access>& out) const {
+  appendCopyAccesses(out, dst_, src_, count_, dstAlloc_ != nullptr, srcAlloc_ != nullptr);
+}
+
+void MemsetTask::appendAccesses(std::vector<racecheck::Access>& out) const {
+  appendCopyAccesses(out, dst_, nullptr, count_, true, false);
 }
 
 int MemcpyTask::run(char* errorBuf, size_t errorBufSize) noexcept {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "node_pool.h"
 #include "npurt/npurt.h"
@@ -35,6 +36,9 @@
 namespace npurt::internal {
 
 struct Allocation;
+namespace racecheck {
+struct Access;
+}
 
 enum class TaskKind : uint8_t {
   kWork,         // delayed, traced, discarded while the stream is in failure state
@@ -66,6 +70,13 @@ class Task {
   // Called instead of run() when the task is dropped (failure state or
   // shutdown): releases what the task owns without running it.
   virtual void discard() noexcept {}
+
+  // Race detector (Note [Happens-before model] in racecheck/racecheck.h):
+  // the key of the accesses declared for the task (npuTaskDeclareAccesses),
+  // and the accesses the task knows itself (copies, memsets, graph nodes),
+  // asked for on the executor right before it runs.
+  virtual const void* raceKey() const noexcept { return nullptr; }
+  virtual void appendAccesses(std::vector<racecheck::Access>& /*out*/) const {}
 
   // Frees the node. Work and wait tasks live in NodePool blocks (made by
   // makePooled) and return there; an event-record task lives inside its
@@ -172,6 +183,9 @@ struct InlineTask {
   }
   int run(char* errorBuf, size_t errorBufSize) noexcept;
   void discard() noexcept;
+  // The userData of a host function or user task (the key of its declared
+  // accesses, npuTaskDeclareAccesses), else the node's Task::raceKey().
+  const void* raceKey() const noexcept;
   void dispose() noexcept {
     if (kind == InlineKind::kNode) node->dispose();
   }
@@ -187,6 +201,7 @@ class UserTask final : public Task {
   const char* name() const noexcept override { return name_; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
   void discard() noexcept override;
+  const void* raceKey() const noexcept override { return task_.userData; }
 
  private:
   npuTask task_;
@@ -212,6 +227,7 @@ class MemcpyTask final : public Task {
   const char* name() const noexcept override { return "npuMemcpyAsync"; }
   npuActivityKind activityKind() const noexcept override { return npuActivityKindMemcpy; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
+  void appendAccesses(std::vector<racecheck::Access>& out) const override;
 
  private:
   void* dst_;
@@ -236,6 +252,7 @@ class MemsetTask final : public Task {
   const char* name() const noexcept override { return "npuMemsetAsync"; }
   npuActivityKind activityKind() const noexcept override { return npuActivityKindMemset; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override;
+  void appendAccesses(std::vector<racecheck::Access>& out) const override;
 
  private:
   void* dst_;
@@ -257,10 +274,17 @@ class InlineTaskNode final : public Task {
     return task_.run(errorBuf, errorBufSize);
   }
   void discard() noexcept override { task_.discard(); }
+  const void* raceKey() const noexcept override { return task_.raceKey(); }
 
  private:
   InlineTask task_;
 };
+
+// The race detector's accesses of a copy and a memset: the device sides
+// only (null allocations are host memory). Shared by the tasks and their
+// graph nodes.
+void appendCopyAccesses(std::vector<racecheck::Access>& out, void* dst, const void* src,
+                        size_t count, bool dstOnDevice, bool srcOnDevice);
 
 // Copies that may overlap (both sides inside one allocation) use memmove;
 // everything else memcpy, which is what the bandwidth target is measured

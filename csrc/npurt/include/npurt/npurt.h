@@ -619,5 +619,7 @@ NPURT_API npuError_t npuUnregisterStreamDestroyCallback(uint64_t handle);
 
 /* Debug knobs and test hooks: task delays, the trace, fault injection. */
 #include "npurt/npurt_debug.h"
+/* The device race detector. */
+#include "npurt/npurt_racecheck.h"
 
 #endif /* NPURT_NPURT_H_ */

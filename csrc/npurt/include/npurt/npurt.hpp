@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -118,6 +119,31 @@ npuError_t launch(npuStream_t stream, const char* name, F&& f, bool copyName = f
                      flags};
   npuError_t status = npuLaunchTask(stream, &task);
   if (status == npuSuccess) owned.release();  // the runtime owns it now
+  return status;
+}
+
+// launch() with the device memory f reads and writes declared for the race
+// detector (npuTaskDeclareAccesses; Note [Happens-before model]), e.g.
+//   npurt::launch(s, "lib::scale", {{x, n * 4, npuMemAccessReadWrite}}, [=] {...});
+// The callable is always stored on the heap, so its address identifies the
+// task. Without the detector on this is launch() plus one cheap call.
+template <typename F>
+npuError_t launch(npuStream_t stream, const char* name,
+                  std::initializer_list<npuMemAccess> accesses, F&& f, bool copyName = false) {
+  using Fn = std::decay_t<F>;
+  auto owned = std::make_unique<Fn>(std::forward<F>(f));
+  if (const npuError_t s = npuTaskDeclareAccesses(owned.get(), accesses.begin(), accesses.size());
+      s != npuSuccess) {
+    return s;
+  }
+  const npuTask task{name, &detail::runCallable<Fn>, &detail::releaseCallable<Fn>, owned.get(),
+                     copyName ? npuTaskCopyName : 0u};
+  const npuError_t status = npuLaunchTask(stream, &task);
+  if (status == npuSuccess) {
+    owned.release();  // the runtime owns it now
+  } else {
+    (void)npuTaskDeclareAccesses(owned.get(), nullptr, 0);  // withdrawn: see npurt_racecheck.h
+  }
   return status;
 }
 

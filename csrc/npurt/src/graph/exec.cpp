@@ -32,6 +32,10 @@ class GraphExec::NodeTask final : public Task {
   // yet are skipped. The stream's own failure is the one reported.
   void discard() noexcept override { exec_.failed_.store(true, std::memory_order_release); }
   void dispose() noexcept override {}
+  // On the executor, so the work is the one this launch runs.
+  void appendAccesses(std::vector<racecheck::Access>& out) const override {
+    exec_.works_[index_]->appendAccesses(out);
+  }
 
  private:
   GraphExec& exec_;

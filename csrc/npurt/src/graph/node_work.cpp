@@ -5,12 +5,20 @@
 #include <cstring>
 #include <utility>
 
+#include "../racecheck/racecheck.h"
+
 namespace npurt::internal {
 namespace {
 
+// The accesses declared for a captured task or host function (Note
+// [Happens-before model]); they are checked at every launch.
+racecheck::AccessList takeDeclared(const void* userData) {
+  return racecheck::enabled() ? racecheck::takeDeclared(userData) : racecheck::AccessList{};
+}
+
 class TaskWork final : public NodeWork {
  public:
-  explicit TaskWork(const npuTask& task) : task_(task) {
+  explicit TaskWork(const npuTask& task) : task_(task), accesses_(takeDeclared(task.userData)) {
     if (task.name == nullptr) {
       name_ = "task";
     } else if ((task.flags & npuTaskCopyName) != 0u) {
@@ -27,25 +35,34 @@ class TaskWork final : public NodeWork {
     return invokeUserRun(task_, errorBuf, errorBufSize);
   }
   void disown() noexcept override { task_.release = nullptr; }
+  void appendAccesses(racecheck::AccessList& out) const override {
+    out.insert(out.end(), accesses_.begin(), accesses_.end());
+  }
 
  private:
   npuTask task_;
   const char* name_;
   std::string owned_;
+  racecheck::AccessList accesses_;
 };
 
 class HostFnWork final : public NodeWork {
  public:
-  HostFnWork(npuHostFn_t fn, void* userData) noexcept : fn_(fn), userData_(userData) {}
+  HostFnWork(npuHostFn_t fn, void* userData)
+      : fn_(fn), userData_(userData), accesses_(takeDeclared(userData)) {}
   NodeKind kind() const noexcept override { return NodeKind::kHostFn; }
   const char* name() const noexcept override { return "npuLaunchHostFunc"; }
   int run(char* errorBuf, size_t errorBufSize) noexcept override {
     return runHostFn(fn_, userData_, errorBuf, errorBufSize);
   }
+  void appendAccesses(racecheck::AccessList& out) const override {
+    out.insert(out.end(), accesses_.begin(), accesses_.end());
+  }
 
  private:
   npuHostFn_t fn_;
   void* userData_;
+  racecheck::AccessList accesses_;
 };
 
 std::string pointerText(const void* p) {
@@ -72,6 +89,9 @@ class MemcpyWork final : public NodeWork {
     copyBytes(dst_, src_, count_);
     return 0;
   }
+  void appendAccesses(racecheck::AccessList& out) const override {
+    appendCopyAccesses(out, dst_, src_, count_, dstAlloc_ != nullptr, srcAlloc_ != nullptr);
+  }
 
  private:
   void* dst_;
@@ -94,6 +114,9 @@ class MemsetWork final : public NodeWork {
   int run(char* /*errorBuf*/, size_t /*errorBufSize*/) noexcept override {
     std::memset(dst_, value_, count_);
     return 0;
+  }
+  void appendAccesses(racecheck::AccessList& out) const override {
+    appendCopyAccesses(out, dst_, nullptr, count_, true, false);
   }
 
  private:
@@ -125,6 +148,9 @@ class FusedWork final : public NodeWork {
       return status;
     }
     return 0;
+  }
+  void appendAccesses(racecheck::AccessList& out) const override {
+    for (const NodeWorkPtr& part : parts_) part->appendAccesses(out);
   }
 
  private:

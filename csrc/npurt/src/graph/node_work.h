@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "../racecheck/shadow_memory.h"
 #include "../task.h"
 #include "npurt/npurt.h"
 
@@ -63,6 +64,10 @@ class NodeWork {
   // Gives up what the work would release (an npuTask's release): for a work
   // made for a call that then fails, whose caller keeps ownership.
   virtual void disown() noexcept {}
+  // The race detector's accesses of one run (Note [Happens-before model] in
+  // racecheck/racecheck.h): declared ones taken when the work was made
+  // (while the detector was on), copies' and memsets' own.
+  virtual void appendAccesses(std::vector<racecheck::Access>& /*out*/) const {}
 };
 
 using NodeWorkPtr = std::shared_ptr<NodeWork>;
