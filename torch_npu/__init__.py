@@ -36,7 +36,9 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
 
-__all__ = ["npu", "erase_stream"]
+from . import distributed  # noqa: E402  (registers torch.distributed's "hccl" backend)
+
+__all__ = ["npu", "distributed", "erase_stream"]
 
 
 

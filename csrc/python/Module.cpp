@@ -319,6 +319,7 @@ void initNpurt(py::module_& m);    // Npurt.cpp
 void initMemory(py::module_& m);   // Memory.cpp
 void initGraphs(py::module_& m);   // Graphs.cpp
 void initHostCallbacks(py::module_& m);  // HostCallbacks.cpp
+void initDistributed(py::module_& m);    // Distributed.cpp
 }  // namespace c10_npu::python
 
 PYBIND11_MODULE(_C, m) {
@@ -328,4 +329,5 @@ PYBIND11_MODULE(_C, m) {
   c10_npu::python::initMemory(m);
   c10_npu::python::initGraphs(m);
   c10_npu::python::initHostCallbacks(m);
+  c10_npu::python::initDistributed(m);
 }
