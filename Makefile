@@ -70,6 +70,7 @@ bench: build
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_torch.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_graphs.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_distributed.py
 
 demo: build
 	$(BUILD)/examples/npurt_demo $(BUILD)/npurt_demo.trace.json

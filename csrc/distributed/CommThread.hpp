@@ -11,8 +11,8 @@
 // for as long as the slowest peer takes; with NPU_SIM_CORES=2, two such tasks
 // (two groups, or one group and a peer waiting for our compute) take every
 // core, and the compute work the peers wait for never runs: a deadlock across
-// processes. So no task ever blocks. Each collective is three things on the
-// group's communication stream, plus one item for a host thread:
+// processes. So no task ever blocks. Each collective is three things on its
+// stream (see "Streams" below), plus one item for the group's host threads:
 //
 //   1. a *ready* task: it runs once the stream reached the collective (its
 //      inputs are written) and only signals the communication thread;

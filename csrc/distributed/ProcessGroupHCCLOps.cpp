@@ -76,6 +76,13 @@ void checkReduction(const char* opName, const c10d::ReduceOp& reduceOp,
   }
 }
 
+// Refuses a peer rank outside the group or equal to this rank.
+void checkPeer(const char* opName, int peer, int rank, int size) {
+  TORCH_CHECK(peer >= 0 && peer < size && peer != rank, "ProcessGroupHCCL::", opName,
+              ": expected a peer rank in [0, ", size, ") other than this rank (", rank,
+              "), but got ", peer);
+}
+
 // An already completed Work, for transport calls that return nothing.
 WorkPtr completedWork() {
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
@@ -216,6 +223,7 @@ WorkPtr ProcessGroupHCCL::alltoall(TensorList& outputs, TensorList& inputs,
 }
 
 WorkPtr ProcessGroupHCCL::send(TensorList& tensors, int dstRank, int tag) {
+  checkPeer("send", dstRank, getRank(), getSize());
   Call call{"send", c10d::OpType::SEND, tensors, {},
             [cpu = aliases(tensors), dstRank, tag](c10d::Backend& gloo) mutable {
               return gloo.send(cpu, dstRank, tag);
@@ -226,6 +234,7 @@ WorkPtr ProcessGroupHCCL::send(TensorList& tensors, int dstRank, int tag) {
 }
 
 WorkPtr ProcessGroupHCCL::recv(TensorList& tensors, int srcRank, int tag) {
+  checkPeer("recv", srcRank, getRank(), getSize());
   Call call{"recv", c10d::OpType::RECV, {}, tensors,
             [cpu = aliases(tensors), srcRank, tag](c10d::Backend& gloo) mutable {
               return gloo.recv(cpu, srcRank, tag);

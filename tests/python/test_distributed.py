@@ -7,6 +7,11 @@ interface only. The checks themselves live in dist_workers.py and share one
 process group per spawn, because starting the processes is what costs.
 In-process tests cover registration and the errors raised before any rank
 talks to another.
+
+The spawning tests are marked ``subprocess``: the ASan CI subset
+(``make sanitize``) leaves them out like every test that starts interpreters
+(tests/sanitizers/pytest_inprocess_only.py says why); the in-process tests
+here run there, and ``make sanitize-full`` runs all of them.
 """
 
 from __future__ import annotations
@@ -54,16 +59,22 @@ def test_single_rank_group_runs_and_refuses_bad_calls():
     opts.reduceOp = dist.ReduceOp.BAND
     with pytest.raises(RuntimeError, match=r"ProcessGroupHCCL::allreduce: ReduceOp.BAND needs integer or bool tensors, but got Float"):
         pg.allreduce([x], opts)
+    with pytest.raises(RuntimeError, match=r"ProcessGroupHCCL::send: expected a peer rank in \[0, 1\) other than this rank \(0\), but got 0"):
+        pg.send([x], 0, 0)
+    with pytest.raises(RuntimeError, match=r"ProcessGroupHCCL::recv: expected a peer rank .* but got 5"):
+        pg.recv([x], 5, 0)
     with pytest.raises(RuntimeError, match=r"Backend hccl does not support shrink"):
         pg.shrink([0])
     with pytest.raises(RuntimeError, match=r"expected a transport backend|incompatible"):
         torch_npu.distributed.ProcessGroupHCCL(None, 0, 1)
 
 
+@pytest.mark.subprocess
 def test_four_ranks_every_collective(tmp_path, monkeypatch):
     _spawn(dist_workers.run_collectives, 4, tmp_path, monkeypatch)
 
 
+@pytest.mark.subprocess
 def test_two_ranks_collectives_stream_semantics_errors_ddp_mixed(tmp_path, monkeypatch):
     # One spawn for: every collective, async ordering under a task delay,
     # side streams, coalescing, refusals and external streams, DDP, a gloo
