@@ -102,18 +102,17 @@ void ProcessGroupHCCL::startCoalescing() {
   TORCH_CHECK(!coalescing_, "ProcessGroupHCCL::startCoalescing: already coalescing; call ",
               "endCoalescing first");
   coalescing_ = true;
-  lastCoalescedWork_.reset();
+  coalescedWorks_.clear();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::endCoalescing() {
   std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(coalescing_, "ProcessGroupHCCL::endCoalescing: startCoalescing was not called");
   coalescing_ = false;
-  // The collectives of the block ran one after another on the communication
-  // stream, so the last one's Work completes after all of them (and fails if
-  // an earlier one failed: its check task fails the stream, which discards
-  // the later ones).
-  return std::exchange(lastCoalescedWork_, {});
+  auto works = std::exchange(coalescedWorks_, {});
+  if (works.empty()) return {};
+  if (works.size() == 1) return works.front();
+  return c10::make_intrusive<CoalescedWorkHCCL>(getRank(), std::move(works));
 }
 
 c10::DeviceIndex ProcessGroupHCCL::bindDevice(const Call& call) {
@@ -209,7 +208,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Call call) {
   item.work = work;
   item.outputs = std::move(call.outputs);
   commThread_->submit(std::move(item));
-  if (coalescing_) lastCoalescedWork_ = work;
+  if (coalescing_) coalescedWorks_.push_back(work);
   return work;
 }
 

@@ -158,7 +158,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   std::map<std::pair<int, bool>, c10_npu::NPUStream> p2pStreams_;
   c10_npu::NPUEvent orderEvent_;                  // current stream -> communication stream
   bool coalescing_ = false;
-  c10::intrusive_ptr<c10d::Work> lastCoalescedWork_;
+  std::vector<c10::intrusive_ptr<WorkHCCL>> coalescedWorks_;  // of the open block
   std::unique_ptr<CommThread> commThread_;  // last: joined first on destruction
 };
 

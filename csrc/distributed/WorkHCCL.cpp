@@ -26,9 +26,20 @@ WorkHCCL::WorkHCCL(int rank, c10d::OpType opType, const char* name, c10::DeviceI
 
 WorkHCCL::~WorkHCCL() = default;
 
-bool WorkHCCL::isCompleted() { return state_->completed(); }
+bool WorkHCCL::deviceDone() const {
+  if (state_->completed()) return true;
+  // The end event may complete a moment before the completer thread marks
+  // the state: work queued after wait() can already have run.
+  try {
+    return end_.query();
+  } catch (...) {
+    return false;  // a runtime error here belongs to the stream's synchronize
+  }
+}
 
-bool WorkHCCL::isSuccess() const { return state_->completed() && !state_->error(); }
+bool WorkHCCL::isCompleted() { return deviceDone(); }
+
+bool WorkHCCL::isSuccess() const { return deviceDone() && !state_->error(); }
 
 std::exception_ptr WorkHCCL::exception() const { return state_->error(); }
 
@@ -78,6 +89,59 @@ void WorkHCCL::completeFuture() noexcept {
     // A callback of the future raised: the future keeps its error.
     future_->setErrorIfNeeded(std::current_exception());
   }
+}
+
+CoalescedWorkHCCL::CoalescedWorkHCCL(int rank, std::vector<c10::intrusive_ptr<WorkHCCL>> works)
+    : Work(rank, c10d::OpType::COALESCED, "hccl coalesced"), works_(std::move(works)) {}
+
+bool CoalescedWorkHCCL::isCompleted() {
+  for (const auto& work : works_) {
+    if (!work->isCompleted()) return false;
+  }
+  return true;
+}
+
+bool CoalescedWorkHCCL::isSuccess() const {
+  for (const auto& work : works_) {
+    if (!work->isSuccess()) return false;
+  }
+  return true;
+}
+
+std::exception_ptr CoalescedWorkHCCL::exception() const {
+  for (const auto& work : works_) {
+    if (auto error = work->exception()) return error;
+  }
+  return nullptr;
+}
+
+std::vector<at::Tensor> CoalescedWorkHCCL::result() {
+  std::vector<at::Tensor> all;
+  for (const auto& work : works_) {
+    auto outputs = work->result();
+    all.insert(all.end(), outputs.begin(), outputs.end());
+  }
+  return all;
+}
+
+void CoalescedWorkHCCL::synchronize() {
+  for (const auto& work : works_) work->synchronize();
+}
+
+bool CoalescedWorkHCCL::wait(std::chrono::milliseconds timeout) {
+  for (const auto& work : works_) work->wait(timeout);
+  return true;
+}
+
+void CoalescedWorkHCCL::blockCurrentStream() {
+  for (const auto& work : works_) work->blockCurrentStream();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CoalescedWorkHCCL::getFuture() {
+  c10::List<c10::intrusive_ptr<c10::ivalue::Future>> futures(
+      c10::FutureType::create(c10::ListType::create(c10::TensorType::get())));
+  for (const auto& work : works_) futures.push_back(work->getFuture());
+  return c10::collectAll(futures);
 }
 
 }  // namespace c10d_npu

@@ -61,6 +61,8 @@ class WorkHCCL : public c10d::Work {
   void completeFuture() noexcept;
 
  private:
+  // True once the collective finished on the device (or failed).
+  bool deviceDone() const;
   // Makes the current stream of the Work's device wait for the end event.
   void streamWait();
 
@@ -70,6 +72,29 @@ class WorkHCCL : public c10d::Work {
   const bool blocking_;
   c10_npu::NPUEvent end_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// The Work of a coalescing block (ProcessGroupHCCL::endCoalescing), e.g. the
+// one request batch_isend_irecv returns: its collectives may run on several
+// streams (point to point: one per peer and direction), so it completes when
+// each of them did, and wait() makes the current stream wait for each.
+// Thread-safe.
+class CoalescedWorkHCCL : public c10d::Work {
+ public:
+  CoalescedWorkHCCL(int rank, std::vector<c10::intrusive_ptr<WorkHCCL>> works);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  void synchronize() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void blockCurrentStream() override;
+  // Completes when every collective's future did (c10::collectAll).
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  const std::vector<c10::intrusive_ptr<WorkHCCL>> works_;
 };
 
 }  // namespace c10d_npu
