@@ -285,63 +285,58 @@ def check_gloo_failure(rank: int) -> None:
     dist.barrier()
 
 
-def check_ddp(rank: int, world: int) -> None:
-    """DDP on npu matches single-process full-batch training to 1e-5."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
+def _mlp() -> torch.nn.Sequential:
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
 
+
+def _train_like_full_batch(
+    rank: int, world: int, what: str, wrap: Callable[[torch.nn.Module], torch.nn.Module],
+    full: Callable[[torch.Tensor], torch.Tensor],
+) -> None:
+    """Trains ``wrap(model)`` on this rank's shard of a batch and a reference
+    model on the whole batch in this process; the parameters (``full`` gives
+    a parameter's whole value) must agree to 1e-5 after every step."""
     dev = torch.device("npu", rank)
     torch.manual_seed(0)
-    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
-    data = torch.randn(8 * world, 8)
-    target = torch.randn(8 * world, 2)
-    model = torch.nn.Sequential(*[m for m in torch.nn.Sequential(
-        torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))])
+    reference, model = _mlp(), _mlp()
     model.load_state_dict(reference.state_dict())
-    ddp = DDP(model.to(dev), bucket_cap_mb=0.0001)  # several buckets
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    trained = wrap(model.to(dev))
+    data, target = torch.randn(8 * world, 8), torch.randn(8 * world, 2)
+    opt = torch.optim.SGD(trained.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
     shard = slice(rank * 8, (rank + 1) * 8)
-    for _ in range(4):
+    for step in range(3):
         opt.zero_grad()
-        torch.nn.functional.mse_loss(ddp(data[shard].to(dev)), target[shard].to(dev)).backward()
+        torch.nn.functional.mse_loss(trained(data[shard].to(dev)), target[shard].to(dev)).backward()
         opt.step()
         ref_opt.zero_grad()
         torch.nn.functional.mse_loss(reference(data), target).backward()
         ref_opt.step()
-    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
-        assert torch.allclose(p.detach().cpu(), q.detach(), atol=1e-5, rtol=0), (
-            f"{name}: DDP differs from full-batch training by "
-            f"{(p.detach().cpu() - q.detach()).abs().max().item()}")
+        for p, q in zip(model.parameters(), reference.parameters()):
+            got = full(p).detach().cpu()
+            assert torch.allclose(got, q.detach(), atol=1e-5, rtol=0), (
+                f"{what}, step {step}: differs from full-batch training by "
+                f"{(got - q.detach()).abs().max().item()}")
+
+
+def check_ddp(rank: int, world: int) -> None:
+    """DDP on npu matches single-process full-batch training to 1e-5."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    # A tiny bucket size: several buckets, all-reduced while backward runs.
+    _train_like_full_batch(rank, world, "DDP", lambda m: DDP(m, bucket_cap_mb=0.0001), lambda p: p)
 
 
 def check_fsdp2(rank: int, world: int) -> None:
     """FSDP2 (fully_shard) on npu matches single-process full-batch training."""
     from torch.distributed.fsdp import fully_shard
 
-    dev = torch.device("npu", rank)
-    torch.manual_seed(1)
-    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
-    model.load_state_dict(reference.state_dict())
-    model.to(dev)
-    for layer in (model[0], model[2]):
-        fully_shard(layer)  # all_gather_into_tensor / reduce_scatter_tensor per layer
-    fully_shard(model)
-    data, target = torch.randn(8 * world, 8), torch.randn(8 * world, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
-    shard = slice(rank * 8, (rank + 1) * 8)
-    for _ in range(3):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(data[shard].to(dev)), target[shard].to(dev)).backward()
-        opt.step()
-        ref_opt.zero_grad()
-        torch.nn.functional.mse_loss(reference(data), target).backward()
-        ref_opt.step()
-    for p, q in zip(model.parameters(), reference.parameters()):
-        full = p.full_tensor().detach().cpu()
-        assert torch.allclose(full, q.detach(), atol=1e-5, rtol=0), (
-            f"FSDP2 differs from full-batch training by {(full - q.detach()).abs().max().item()}")
+    def shard(model: torch.nn.Module) -> torch.nn.Module:
+        for layer in (model[0], model[2]):
+            fully_shard(layer)  # all_gather_into_tensor / reduce_scatter_tensor per layer
+        return fully_shard(model)
+
+    _train_like_full_batch(rank, world, "FSDP2", shard, lambda p: p.full_tensor())
 
 
 def run_semantics(rank: int, world: int, store_path: str) -> None:
