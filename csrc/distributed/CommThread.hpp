@@ -1,4 +1,5 @@
-// The communication thread of a ProcessGroupHCCL: where gloo is called.
+// The communication threads of a ProcessGroupHCCL (issuer and completer):
+// where gloo is called.
 //
 // Layer: distributed (csrc/distributed). Uses core only.
 //
@@ -15,9 +16,9 @@
 // stream (see "Streams" below), plus one item for the group's host threads:
 //
 //   1. a *ready* task: it runs once the stream reached the collective (its
-//      inputs are written) and only signals the communication thread;
+//      inputs are written) and only signals the group's issuer thread;
 //   2. a wait on a *gate*, a deferred event version (npuEventRecordDeferred)
-//      that the communication thread completes when gloo is done; the stream
+//      that the completer thread opens when gloo is done; the stream
 //      is parked on it and holds no core meanwhile;
 //   3. a *check* task that fails, with gloo's error, if the collective
 //      failed, so that the stream reports it once like any task failure.
@@ -67,7 +68,7 @@ namespace c10d_npu {
 class WorkHCCL;
 
 // The state one collective shares between the calling thread, the tasks on
-// the communication stream and the communication thread. It holds no tensors,
+// its stream's tasks and the communication threads. It holds no tensors,
 // so the tasks that capture it never drop a tensor on an executor. Thread-safe.
 class CollectiveState {
  public:
@@ -105,7 +106,7 @@ class CollectiveState {
   int sourceRank_ = -1;
 };
 
-// What the communication thread does for one collective.
+// What the communication threads do for one collective.
 struct CommItem {
   std::shared_ptr<CollectiveState> state;
   // Calls gloo over CPU aliases; returns gloo's Work. Runs on the

@@ -127,7 +127,7 @@ class ProcessGroupHCCL : public c10d::Backend {
     c10d::OpType type;
     std::vector<at::Tensor> inputs;   // npu tensors read
     std::vector<at::Tensor> outputs;  // npu tensors written (poisoned on failure)
-    Issue issue;  // calls gloo over CPU aliases; runs on the communication thread
+    Issue issue;  // calls gloo over CPU aliases; runs on the issuer thread
     bool blocking = false;  // wait() blocks the host (barrier, recv from any source)
     std::optional<c10::DeviceIndex> device;  // for calls without tensors
     int peer = -1;        // point to point: the other rank (its own stream)

@@ -13,7 +13,7 @@
 //    collective completed, as torch_npu's barrier does.
 //  - isCompleted() is a query: true once the collective finished on the
 //    device (or failed).
-//  - getFuture() completes (on the group's communication thread) once the
+//  - getFuture() completes (on the group's completer thread) once the
 //    device work is done, with the output tensors, or with the error.
 // A failure (gloo's error, a peer that died, a timeout) is raised by wait()
 // once it is known, is the Future's error, poisons the outputs (reading
