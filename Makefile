@@ -104,6 +104,7 @@ bench: build
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_sanitizer.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_racecheck.py
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_distributed.py
 
 demo: build
 	$(BUILD)/examples/npurt_demo $(BUILD)/npurt_demo.trace.json

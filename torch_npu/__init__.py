@@ -39,8 +39,9 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 from . import profiler  # noqa: E402
+from . import distributed  # noqa: E402  (registers torch.distributed's "hccl" backend)
 
-__all__ = ["npu", "profiler", "erase_stream"]
+__all__ = ["npu", "distributed", "profiler", "erase_stream"]
 
 
 

@@ -175,6 +175,12 @@ void checkManagedOnly(const NPUStream& stream, const char* api) {
               ". This path requires a torch_npu-managed stream.", NPU_ERROR_SUFFIX);
 }
 
+void checkCurrentStreamNotExternal(c10::DeviceIndex device, const char* api) {
+  if (mode() == Mode::kFull || !getCurrentNPUStream(device).isExternal()) return;
+  TORCH_CHECK(false, "External NPU stream is not supported in ", api,
+              ". This path requires a torch_npu-managed current stream.", NPU_ERROR_SUFFIX);
+}
+
 void checkRawHandleAccess(const NPUStream& stream) {
   if (!stream.isExternal() || mode() == Mode::kFull) return;
   TORCH_CHECK(!queue::config().perStreamQueue || !queue::config().queued(),

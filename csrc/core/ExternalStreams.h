@@ -54,6 +54,12 @@ npuStream_t lookup(c10::DeviceIndex device, c10::StreamId id);
 // does nothing in full mode or for managed streams. Thread-safe.
 void checkManagedOnly(const NPUStream& stream, const char* api);
 
+// In compat mode raises torch_npu's refusal of `api` (e.g.
+// "ProcessGroupHCCL::collective") when the current stream of `device` is
+// external ("... This path requires a torch_npu-managed current stream.");
+// does nothing in full mode. Thread-safe.
+void checkCurrentStreamNotExternal(c10::DeviceIndex device, const char* api);
+
 // Refusal of NPUStream::stream() for an external stream under
 // PER_STREAM_QUEUE=1 in compat mode. Thread-safe.
 void checkRawHandleAccess(const NPUStream& stream);

@@ -332,6 +332,7 @@ void initMemory(py::module_& m);   // Memory.cpp
 void initGraphs(py::module_& m);   // Graphs.cpp
 void initHostCallbacks(py::module_& m);  // HostCallbacks.cpp
 void initTrace(py::module_& m);          // Trace.cpp
+void initDistributed(py::module_& m);    // Distributed.cpp
 }  // namespace c10_npu::python
 
 PYBIND11_MODULE(_C, m) {
@@ -342,4 +343,5 @@ PYBIND11_MODULE(_C, m) {
   c10_npu::python::initGraphs(m);
   c10_npu::python::initHostCallbacks(m);
   c10_npu::python::initTrace(m);
+  c10_npu::python::initDistributed(m);
 }

@@ -1,0 +1,39 @@
+// c10_npu::cpuAlias — the CPU view of an npu tensor's device memory.
+//
+// Layer: framework core. Device memory is host memory in the simulator, so a
+// CPU tensor over the same bytes is how host code (the op layer's tasks, the
+// distributed backend's transport) reads and writes it.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+namespace c10_npu {
+
+// A CPU tensor over the same memory, sizes and strides as `npu` (an npu
+// tensor), with the same conj and neg bits. Only for use inside tasks (or
+// after the stream was synchronized). Raises if `npu` reaches past its
+// storage. Thread-safe.
+//
+// Note [CPU aliases keep the conj and neg bits]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// x.conj() and x._neg_view() are lazy: the bit says "read me conjugated /
+// negated", the bytes are x's. Kernels that the Conjugate and Negative
+// fallbacks let through (copy_, mm, add, ...) reach npu with the bit set and
+// resolve it themselves on CPU, so the alias they run on must carry the bit;
+// an alias without it silently reads the unconjugated values.
+//
+// Note [A CPU alias stays inside its storage]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A CPU kernel trusts sizes, strides and offset and writes wherever they
+// point; the alias's storage is device memory shared with other tensors. So
+// the alias is only made for metadata that lies inside the storage: a
+// mismatch between an op's output metadata and its memory (a bug of ours,
+// e.g. a view built with the wrong itemsize) fails the op with an error
+// instead of corrupting another tensor's memory. The check is a few
+// multiplications per dimension. Kernels cannot grow an alias either: its
+// storage is not resizable and ends where the tensor ends (not where the
+// device storage does), so an out kernel that resizes its output past it
+// raises instead of writing over the neighbours of a view.
+at::Tensor cpuAlias(const at::Tensor& npu);
+
+}  // namespace c10_npu
