@@ -49,6 +49,7 @@ def sanitizer() -> Iterator[NPURecordStreamHandler]:
 # -- data races (CSAN's check) ----------------------------------------------
 
 
+@pytest.mark.racy(reason="races on purpose: the stream sanitizer must report it")
 def test_missing_wait_stream_is_a_race_naming_both_ops_streams_and_stacks(sanitizer):
     x = torch.ones(64, device="npu") * 3  # written on the default stream
     side = npu.Stream()
@@ -69,6 +70,7 @@ def test_missing_wait_stream_is_a_race_naming_both_ops_streams_and_stacks(saniti
     assert str(raw(side)) in text and str(raw(npu.default_stream())) in text
 
 
+@pytest.mark.racy(reason="races on purpose: the stream sanitizer must report it")
 def test_write_after_unsynchronized_read_on_another_stream_is_a_race(sanitizer):
     x = torch.zeros(16, device="npu")
     side = npu.Stream()
@@ -84,6 +86,7 @@ def test_write_after_unsynchronized_read_on_another_stream_is_a_race(sanitizer):
     del y
 
 
+@pytest.mark.racy(reason="races on purpose: the stream sanitizer must report it")
 def test_host_read_of_a_side_stream_result_without_wait_is_a_race(sanitizer):
     side = npu.Stream()
     with npu.stream(side):
@@ -158,6 +161,7 @@ def test_round_trip_between_streams_is_quiet(sanitizer):
     c.cpu()  # a host read: the default stream's synchronize
 
 
+@pytest.mark.racy(reason="races on purpose: the stream sanitizer must report it")
 def test_disable_stops_checking():
     san.enable_npu_sanitizer()
     san.npu_sanitizer.disable()
@@ -242,6 +246,7 @@ def test_erase_stream_undoes_record_stream(sanitizer):
     npu.synchronize()
 
 
+@pytest.mark.racy(reason="races on purpose: the stream sanitizer must report it")
 def test_record_stream_does_not_hide_a_race(sanitizer):
     x = torch.ones(16, device="npu") + 1
     side = npu.Stream()
@@ -276,6 +281,7 @@ def test_graph_capture_and_replay_stay_quiet(sanitizer):
     assert sanitizer.flush_record_stream_warnings() == []  # graph pool memory needs none
 
 
+@pytest.mark.racy(reason="races on purpose: the stream sanitizer must report it")
 def test_graph_replay_is_checked_as_one_launch_on_the_replay_stream(sanitizer):
     x = torch.ones(6, device="npu")
     g = npu.NPUGraph()

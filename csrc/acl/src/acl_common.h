@@ -2,6 +2,7 @@
 // message, and the default ACL stream. Private to csrc/acl.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -10,6 +11,18 @@
 #include "npurt/npurt.h"
 
 namespace acl {
+
+// The integer inside a C enum parameter. C callers (and ctypes) may pass any
+// int; in C++ loading an enum object outside the enumeration's range is
+// undefined (UBSan flags it), so entry points validate the int they read
+// through the parameter's bytes. Thread-safe.
+template <typename Enum>
+int rawEnum(const Enum& value) noexcept {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized on supported ABIs");
+  int raw = 0;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
 
 // Maps an npurt status to ACL's (table in docs/ACL.md, "Status codes").
 // Thread-safe.

@@ -195,9 +195,10 @@ ACL_FUNC_VISIBILITY aclError aclrtLaunchCallback(aclrtCallback fn, void* userDat
                                                  aclrtStream stream) {
   return guarded("aclrtLaunchCallback", [&]() -> aclError {
     if (fn == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtLaunchCallback: fn is NULL");
-    if (blockType != ACL_CALLBACK_NO_BLOCK && blockType != ACL_CALLBACK_BLOCK) {
+    const int rawBlockType = acl::rawEnum(blockType);
+    if (rawBlockType != ACL_CALLBACK_NO_BLOCK && rawBlockType != ACL_CALLBACK_BLOCK) {
       return fail(ACL_ERROR_INVALID_PARAM, "aclrtLaunchCallback: blockType " +
-                                               std::to_string(static_cast<int>(blockType)) +
+                                               std::to_string(rawBlockType) +
                                                " is neither ACL_CALLBACK_NO_BLOCK nor _BLOCK");
     }
     npuStream_t s = nullptr;

@@ -12,8 +12,8 @@ using acl::resolveStream;
 
 namespace {
 
-bool toNpuKind(aclrtMemcpyKind kind, npuMemcpyKind* out) {
-  switch (kind) {
+bool toNpuKind(const aclrtMemcpyKind& kind, npuMemcpyKind* out) {
+  switch (acl::rawEnum(kind)) {
     case ACL_MEMCPY_HOST_TO_HOST: *out = npuMemcpyHostToHost; return true;
     case ACL_MEMCPY_HOST_TO_DEVICE: *out = npuMemcpyHostToDevice; return true;
     case ACL_MEMCPY_DEVICE_TO_HOST: *out = npuMemcpyDeviceToHost; return true;
@@ -25,7 +25,7 @@ bool toNpuKind(aclrtMemcpyKind kind, npuMemcpyKind* out) {
 
 // Checks what ACL checks before a copy: pointers, count <= destMax, kind.
 aclError checkCopy(const char* function, void* dst, size_t destMax, const void* src, size_t count,
-                   aclrtMemcpyKind kind, npuMemcpyKind* npuKind) {
+                   const aclrtMemcpyKind& kind, npuMemcpyKind* npuKind) {
   if (dst == nullptr || src == nullptr) {
     return fail(ACL_ERROR_INVALID_PARAM, std::string(function) + ": dst or src is NULL");
   }
@@ -36,7 +36,7 @@ aclError checkCopy(const char* function, void* dst, size_t destMax, const void* 
   }
   if (!toNpuKind(kind, npuKind)) {
     return fail(ACL_ERROR_INVALID_PARAM, std::string(function) + ": unknown aclrtMemcpyKind " +
-                                             std::to_string(static_cast<int>(kind)));
+                                             std::to_string(acl::rawEnum(kind)));
   }
   return ACL_SUCCESS;
 }
@@ -62,9 +62,10 @@ ACL_FUNC_VISIBILITY aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMal
     if (devPtr == nullptr || size == 0) {
       return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: devPtr is NULL or size is 0");
     }
-    if (policy < ACL_MEM_MALLOC_HUGE_FIRST || policy > ACL_MEM_MALLOC_NORMAL_ONLY_P2P) {
+    const int rawPolicy = acl::rawEnum(policy);
+    if (rawPolicy < ACL_MEM_MALLOC_HUGE_FIRST || rawPolicy > ACL_MEM_MALLOC_NORMAL_ONLY_P2P) {
       return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: unknown aclrtMemMallocPolicy " +
-                                               std::to_string(static_cast<int>(policy)));
+                                               std::to_string(rawPolicy));
     }
     return check(npuMalloc(devPtr, size), "aclrtMalloc");
   });
@@ -138,7 +139,7 @@ ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, si
     if (free == nullptr || total == nullptr) {
       return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetMemInfo: free or total is NULL");
     }
-    switch (attr) {
+    switch (acl::rawEnum(attr)) {
       case ACL_HBM_MEM:
       case ACL_HBM_MEM_HUGE:
       case ACL_HBM_MEM_NORMAL:
@@ -155,7 +156,7 @@ ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, si
         return ACL_SUCCESS;
     }
     return fail(ACL_ERROR_INVALID_PARAM,
-                "aclrtGetMemInfo: unknown aclrtMemAttr " + std::to_string(static_cast<int>(attr)));
+                "aclrtGetMemInfo: unknown aclrtMemAttr " + std::to_string(acl::rawEnum(attr)));
   });
 }
 

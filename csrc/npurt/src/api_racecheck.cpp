@@ -32,7 +32,7 @@ npuError_t npuTaskDeclareAccesses(const void* userData, const npuMemAccess* acce
 npuError_t npuRaceCheckSetMode(npuRaceCheckMode mode) {
   constexpr const char* kFn = "npuRaceCheckSetMode";
   return guarded(kFn, [&](Runtime& /*rt*/) {
-    const int raw = static_cast<int>(mode);  // any int may arrive from C
+    const int raw = rawEnumValue(mode);  // any int may arrive from C
     if (raw < npuRaceCheckOff || raw > npuRaceCheckAbort) {
       return fail(npuErrorInvalidValue, kFn,
                   "mode must be npuRaceCheckOff, npuRaceCheckError, npuRaceCheckLog or "
