@@ -185,13 +185,7 @@ bool releasableAnywhere(const at::Tensor& t) {
 
 bool releasableAnywhere(const IValue& captured) {
   if (captured.isTensor()) return releasableAnywhere(captured.toTensor());
-  if (captured.isTensorList()) {
-    for (const at::Tensor& t : captured.toTensorVector()) {
-      if (!releasableAnywhere(t)) return false;
-    }
-    return true;
-  }
-  if (captured.isList()) {
+  if (captured.isList()) {  // every list, Tensor[] included, without copying it
     for (const IValue& e : captured.toListRef()) {
       if (!releasableAnywhere(e)) return false;
     }
