@@ -95,8 +95,13 @@ def device_count():  # type: () -> int
     ``NPU_SIM_DEVICE_COUNT``, or the length of ``ASCEND_RT_VISIBLE_DEVICES``
     when set; 0 if that configuration is invalid (the first npu use then
     raises the reason).
+
+    .. note:: As in torch_npu (and ``torch.cuda``), the count is not cached
+        before the device is initialised: until then every call reads the
+        environment again, so a process may still change
+        ``ASCEND_RT_VISIBLE_DEVICES``; initialisation freezes it.
     """
-    return _C._npu_getDeviceCount()
+    return _C._npu_probeDeviceCount()
 
 
 def current_device():  # type: () -> int
