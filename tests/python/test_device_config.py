@@ -177,3 +177,13 @@ def test_device_count_rereads_visible_devices_until_initialisation():
         env={"NPU_SIM_DEVICE_COUNT": "2"},
     )
     assert out.strip() == "[2, 1, 0, 1, 1] NPU-SIM-1"
+
+
+def test_device_context_objects_name_their_device():
+    # torch.cuda accepts torch.cuda.device objects wherever it takes a device.
+    x = torch.ones(256, device="npu:1")
+    assert torch.npu.memory_allocated(torch.npu.device(1)) == torch.npu.memory_allocated(1) > 0
+    assert torch.npu.get_device_name(torch.npu.device(1)) == "NPU-SIM-1"
+    del x
+    with pytest.raises(TypeError, match="Expected a torch.device, str, int or None, but got float"):
+        torch.npu.memory_allocated(1.0)

@@ -28,7 +28,7 @@ s = torch.cuda.Stream()
 with torch.cuda.stream(s):
     a = torch.ones(4, device="cuda") * 3
 torch.cuda.synchronize()
-print(type(s).__module__, a.sum().item(), torch.cuda.memory_allocated(0) > 0)
+print(type(s).__module__, a.sum().item(), torch.cuda.memory_allocated(0) > 0, s.cuda_stream == s.npu_stream)
 with torch.cuda.device(1):
     print(torch.cuda.current_device(), torch.empty(1, device="cuda").device)
 g = torch.Generator("cuda")
@@ -43,7 +43,7 @@ print(torch.cuda.CUDAGraph is torch_npu.npu.NPUGraph, torch.distributed.is_nccl_
     assert out.splitlines() == [
         "npu:0 npu:0 npu:1 npu:1 npu:0 True",
         "True 2 0",
-        "torch_npu.npu.streams 12.0 True",
+        "torch_npu.npu.streams 12.0 True True",
         "1 npu:1",
         "npu:0 npu True",
         "npu:1",
@@ -55,10 +55,11 @@ print(torch.cuda.CUDAGraph is torch_npu.npu.NPUGraph, torch.distributed.is_nccl_
 def test_cuda_memory_functions_take_cuda_devices():
     out = run_py_ok(_PRELUDE + """
 x = torch.ones(1024, device="cuda:1")
-print(torch.cuda.memory_allocated("cuda:1") > 0, torch.cuda.memory_allocated(torch.device("cuda", 0)))
+print(torch.cuda.memory_allocated("cuda:1") > 0, torch.cuda.memory_allocated(torch.device("cuda", 0)),
+      torch.cuda.memory_allocated(torch.cuda.device(1)) > 0)
 print(torch.cuda.get_device_name("cuda:1"))
 """)
-    assert out.splitlines() == ["True 0", "NPU-SIM-1"]
+    assert out.splitlines() == ["True 0 True", "NPU-SIM-1"]
 
 
 def test_imported_twice_patches_once():

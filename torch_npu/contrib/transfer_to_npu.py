@@ -16,7 +16,8 @@ Importing it (once per process; it cannot be undone):
   ``torch.autocast``, ``torch.device`` as a context manager and
   ``torch.set_default_device``, ``torch.cuda.device`` and the ``torch.cuda``
   functions torch_npu wraps;
-- ``Tensor.cuda`` / ``Module.cuda`` are ``.npu``, ``Tensor.is_cuda`` is ``is_npu``;
+- ``Tensor.cuda`` / ``Module.cuda`` are ``.npu``, ``Tensor.is_cuda`` is ``is_npu``,
+  ``Stream.cuda_stream`` is ``npu_stream`` (beyond torch_npu);
 - ``torch.distributed``: ``init_process_group`` maps ``"nccl"`` to ``"hccl"``
   and cuda devices to npu; ``is_nccl_available`` is ``is_hccl_available``;
 - ``torch._utils._get_available_device_type`` answers ``"npu"``.
@@ -146,6 +147,8 @@ def _patch_cuda_modules() -> None:
     _wrap_all(torch.cuda, _CUDA_FUNCTIONS)
     torch.cuda.device.__init__ = _map_devices(torch.cuda.device.__init__, map_int=False)
     torch.cuda.default_generators = torch_npu.npu.default_generators
+    # torch.cuda.Stream's raw handle attribute: the npu stream's.
+    torch_npu.npu.Stream.cuda_stream = torch_npu.npu.Stream.npu_stream
 
 
 def _patch_devices() -> None:
