@@ -45,6 +45,9 @@ def test_broadcast_out_and_errors():
         comm.broadcast(x, out=[outs[0], outs[1].unsqueeze(0)])
     with pytest.raises(RuntimeError, match="Expected non-negative device index, but got -2"):
         comm.broadcast(x, (0, -2))
+    a, b = comm.broadcast(x, (1, 1))  # a device named twice gets two copies, as with CUDA
+    assert a.data_ptr() != b.data_ptr()
+    torch.testing.assert_close(b.cpu(), x.cpu())
 
 
 def test_broadcast_waits_for_the_producer_stream(npurt):

@@ -18,7 +18,7 @@ Sparse tensors: npu has none, so every sparse input is refused with a clear
 error (docs/COMPATIBILITY.md).
 """
 
-from typing import Iterator, List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch._utils import _flatten_dense_tensors, _reorder_tensors_as, _take_tensors, _unflatten_dense_tensors
@@ -80,15 +80,14 @@ def _broadcast_out(tensor: torch.Tensor, out: List[torch.Tensor]) -> List[torch.
 def _broadcast(tensor: torch.Tensor, devices: List[int]) -> List[torch.Tensor]:
     _check_dense(tensor, "broadcast")
     source = tensor.get_device() if _is_npu(tensor) else -1
-    copies = {}
     for d in devices:
         if d < 0:
             raise RuntimeError(f"Expected non-negative device index, but got {d}")
-        if d != source and d not in copies:
-            copies[d] = torch.empty_like(tensor, device=_npu(d))
-    _broadcast_out(tensor, list(copies.values()))
-    # The source's own device gets the source itself (no copy).
-    return [tensor if d == source else copies[d] for d in devices]
+    # The source's own device gets the source itself (no copy); every other
+    # entry a copy of its own, as with CUDA (a device named twice gets two).
+    results = [tensor if d == source else torch.empty_like(tensor, device=_npu(d)) for d in devices]
+    _broadcast_out(tensor, [r for r, d in zip(results, devices) if d != source])
+    return results
 
 
 def _broadcast_coalesced(tensors: List[torch.Tensor], devices: List[int], buffer_size: int) -> List[List[torch.Tensor]]:
@@ -186,8 +185,8 @@ def _scatter_out(tensor: torch.Tensor, out: List[torch.Tensor], dim: int, stream
     return out
 
 
-def _gathered_size(tensors: Sequence[torch.Tensor], dim: int) -> Iterator[int]:
-    r"""Checks the inputs of gather; yields the wrapped dim, then the result's sizes."""
+def _gathered_size(tensors: Sequence[torch.Tensor], dim: int) -> Tuple[int, List[int]]:
+    r"""Checks the inputs of gather; returns the wrapped dim and the result's sizes."""
     if len(tensors) == 0:
         raise RuntimeError("Expected at least one tensor to gather from")
     first = tensors[0]
@@ -210,8 +209,7 @@ def _gathered_size(tensors: Sequence[torch.Tensor], dim: int) -> Iterator[int]:
             raise RuntimeError(f"Input tensor at index {i} has invalid shape {_shape(t)}, but expected {expected}")
         total += t.size(dim)
     expected[dim] = total
-    yield dim
-    yield from expected
+    return dim, expected
 
 
 def _gather_into(tensors: Sequence[torch.Tensor], out: torch.Tensor, dim: int) -> torch.Tensor:
@@ -222,14 +220,14 @@ def _gather_into(tensors: Sequence[torch.Tensor], out: torch.Tensor, dim: int) -
 
 
 def _gather_out(tensors: List[torch.Tensor], out: torch.Tensor, dim: int) -> torch.Tensor:
-    dim, *expected = _gathered_size(tensors, dim)
+    dim, expected = _gathered_size(tensors, dim)
     if _shape(out) != expected:
         raise RuntimeError(f"Expected out tensor to have shape {expected}, but got {_shape(out)}")
     return _gather_into(tensors, out, dim)
 
 
 def _gather(tensors: List[torch.Tensor], dim: int, destination_index: Optional[int]) -> torch.Tensor:
-    dim, *expected = _gathered_size(tensors, dim)
+    dim, expected = _gathered_size(tensors, dim)
     # The first input's layout, kept if every input has it (channels_last).
     formats = {_suggest_memory_format(t) for t in tensors}
     memory_format = formats.pop() if len(formats) == 1 else torch.contiguous_format
