@@ -47,6 +47,11 @@ try:
     torch.ones(1, device="cuda:7")  # a bad device still fails clearly, in npu terms
 except RuntimeError as e:
     print(str(e).split(" [npu-sim")[0])
+torch.cuda.memory._record_memory_history(device=torch.device("cuda:0"))
+m = torch.ones(64, device="cuda")
+snapshot = torch.cuda.memory._snapshot(device="cuda:0")
+torch.cuda.memory._record_memory_history(enabled=None)
+print(len(snapshot["device_traces"][0]) > 0, torch.distributed.ProcessGroupNCCL is torch_npu.distributed.ProcessGroupHCCL)
 # Importing it again (under another name) patches nothing twice.
 import importlib, sys
 del sys.modules["torch_npu.contrib.transfer_to_npu"]
@@ -64,5 +69,6 @@ print(torch.randn(1, device="cuda").device)
         "True True",
         "True True NPU-SIM-1",
         "Invalid device_index: 7. Expected a device index in [0, 2) or -1.",
+        "True True",
         "npu:0",
     ]

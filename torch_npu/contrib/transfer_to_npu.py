@@ -19,7 +19,10 @@ Importing it (once per process; it cannot be undone):
 - ``Tensor.cuda`` / ``Module.cuda`` are ``.npu``, ``Tensor.is_cuda`` is ``is_npu``,
   ``Stream.cuda_stream`` is ``npu_stream`` (beyond torch_npu);
 - ``torch.distributed``: ``init_process_group`` maps ``"nccl"`` to ``"hccl"``
-  and cuda devices to npu; ``is_nccl_available`` is ``is_hccl_available``;
+  and cuda devices to npu; ``is_nccl_available`` is ``is_hccl_available``,
+  ``ProcessGroupNCCL`` is ``ProcessGroupHCCL``;
+- ``torch.cuda.memory._record_memory_history`` / ``_snapshot`` /
+  ``_dump_snapshot`` are the npu memory history's;
 - ``torch._utils._get_available_device_type`` answers ``"npu"``.
 
 Not done here (torch_npu does them for its compiler stack, which the
@@ -39,12 +42,17 @@ import torch_npu
 
 __all__: List[str] = []
 
+# torch_npu's list. Sparse and quantized factories are mapped too, so that
+# they fail in npu terms (npu has neither) rather than asking for CUDA.
 _TORCH_FACTORIES = [
     "arange", "as_tensor", "bartlett_window", "blackman_window", "empty", "empty_like", "empty_strided",
     "eye", "from_file", "frombuffer", "full", "full_like", "hamming_window", "hann_window", "kaiser_window",
     "linspace", "load", "logspace", "normal", "ones", "ones_like", "rand", "rand_like", "randint",
     "randint_like", "randn", "randn_like", "randperm", "range", "scalar_tensor", "set_default_device",
     "get_device_module", "tensor", "tril_indices", "triu_indices", "zeros", "zeros_like",
+    "sparse_coo_tensor", "sparse_csr_tensor", "sparse_compressed_tensor", "_sparse_coo_tensor_unsafe",
+    "_sparse_csr_tensor_unsafe", "_empty_affine_quantized", "_empty_per_channel_affine_quantized",
+    "empty_quantized", "_pin_memory", "_cudnn_init_dropout_state",
 ]
 _TENSOR_METHODS = ["new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros", "to",
                    "pin_memory"]
@@ -147,6 +155,10 @@ def _patch_cuda_modules() -> None:
     _wrap_all(torch.cuda, _CUDA_FUNCTIONS)
     torch.cuda.device.__init__ = _map_devices(torch.cuda.device.__init__, map_int=False)
     torch.cuda.default_generators = torch_npu.npu.default_generators
+    # Memory history (docs/DEBUGGING.md): CUDA's names, npu's recorder.
+    for name in ("_record_memory_history", "_snapshot"):
+        setattr(torch.cuda.memory, name, _map_devices(getattr(torch_npu.npu.memory, name)))
+    torch.cuda.memory._dump_snapshot = torch_npu.npu.memory._dump_snapshot
     # torch.cuda.Stream's raw handle attribute: the npu stream's.
     torch_npu.npu.Stream.cuda_stream = torch_npu.npu.Stream.npu_stream
 
@@ -184,6 +196,8 @@ def _patch_distributed() -> None:
 
     dist.init_process_group = _map_backend(_map_devices(dist.init_process_group))
     dist.is_nccl_available = torch_npu.distributed.is_hccl_available
+    dist.ProcessGroupNCCL = torch_npu.distributed.ProcessGroupHCCL
+    dist.distributed_c10d.ProcessGroupNCCL = torch_npu.distributed.ProcessGroupHCCL
     dist.distributed_c10d._new_group_with_tag = _map_backend(dist.distributed_c10d._new_group_with_tag)
     backend_map: Dict[str, str] = getattr(dist.Backend, "default_device_backend_map", {})
     backend_map.pop("cuda", None)  # so "cpu:gloo,cuda:nccl" defaults do not pick nccl
