@@ -209,6 +209,22 @@ void initModule(py::module_& m) {
     return d;
   });
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
+  // Note [Device count before initialisation] in csrc/npurt/README.md: 0 if
+  // the environment is invalid, as _npu_getDeviceCount.
+  m.def("_npu_probeDeviceCount", [] {
+    int count = 0;
+    return npuProbeDeviceCount(&count) == npuSuccess ? count : 0;
+  });
+  // Note [Op execution timeout] in csrc/npurt/README.md; the Python side
+  // checks the range (torch_npu.npu.set_op_timeout_ms).
+  m.def("_npu_set_op_timeout_ms", [](uint32_t timeoutMs) {
+    NPU_CHECK(npuSetOpExecuteTimeout(static_cast<uint64_t>(timeoutMs) * 1000));
+  });
+  m.def("_npu_get_op_timeout_ms", [] {
+    uint64_t us = 0;
+    NPU_CHECK(npuGetOpExecuteTimeout(&us));
+    return us / 1000;
+  });
   m.def("_npu_isInBadFork", [] { return inBadFork(); });
   m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
   m.def("_npu_setDevice", [](int64_t d) { set_device(checkedDeviceIndex(d)); });

@@ -855,6 +855,17 @@ void initStreams(py::module_& m) {
   m.def("_npu_resetStreamLimit", [](py::handle s) {
     limits::resetStreamLimit(streamArg(s.ptr(), "reset_stream_limit"));
   });
+  // torch_npu's names: type 0 = cube, 1 = vector (set_device_limit).
+  m.def("_npu_set_device_res_limit", [](int64_t device, int type, int64_t value) {
+    TORCH_CHECK(type == 0 || type == 1, "Expected a limit type 0 (cube) or 1 (vector), but got ",
+                type, NPU_ERROR_SUFFIX);
+    limits::setDeviceLimit(checkedDeviceIndex(device), static_cast<limits::Kind>(type), value);
+  });
+  m.def("_npu_get_device_res_limit", [](int64_t device, int type) {
+    TORCH_CHECK(type == 0 || type == 1, "Expected a limit type 0 (cube) or 1 (vector), but got ",
+                type, NPU_ERROR_SUFFIX);
+    return limits::getDeviceLimit(checkedDeviceIndex(device), static_cast<limits::Kind>(type));
+  });
   m.def("_npu_streamIntraOpThreads",
         [](py::handle s) { return limits::intraOpThreads(streamArg(s.ptr(), "intra_op_threads")); });
   m.def("_npu_externalEventPendingGates", [](int64_t device) {

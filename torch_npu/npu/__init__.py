@@ -3,6 +3,7 @@ events, memory and random numbers of the simulated NPU."""
 
 from . import _gpu_trace  # noqa: F401  (torch.npu._gpu_trace: PyTorch's GPU trace calls it)
 from . import amp
+from . import comm
 from .autocast_utils import (
     get_amp_supported_dtype,
     get_autocast_dtype,
@@ -86,6 +87,14 @@ from .graphs import (
     super_kernel_scope_end,
     unsubscribe_report,
 )
+from .npu_config import (
+    are_compatible_impl_enabled,
+    get_device_limit,
+    get_op_timeout_ms,
+    set_device_limit,
+    set_op_timeout_ms,
+    use_compatible_impl,
+)
 from .utils import (
     StreamContext,
     can_device_access_peer,
@@ -125,6 +134,15 @@ from .utils import (
 )
 
 __all__ = [
+    # npu_config (device core limits, op timeout, compatible implementations)
+    "are_compatible_impl_enabled",
+    "comm",
+    "get_device_limit",
+    "get_op_timeout_ms",
+    "set_device_limit",
+    "set_op_timeout_ms",
+    "use_compatible_impl",
+    # the rest
     "BFloat16Tensor",
     "BoolTensor",
     "ByteTensor",

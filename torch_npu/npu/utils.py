@@ -95,8 +95,13 @@ def device_count():  # type: () -> int
     ``NPU_SIM_DEVICE_COUNT``, or the length of ``ASCEND_RT_VISIBLE_DEVICES``
     when set; 0 if that configuration is invalid (the first npu use then
     raises the reason).
+
+    .. note:: As in torch_npu (and ``torch.cuda``), the count is not cached
+        before the device is initialised: until then every call reads the
+        environment again, so a process may still change
+        ``ASCEND_RT_VISIBLE_DEVICES``; initialisation freezes it.
     """
-    return _C._npu_getDeviceCount()
+    return _C._npu_probeDeviceCount()
 
 
 def current_device():  # type: () -> int
@@ -106,6 +111,9 @@ def current_device():  # type: () -> int
 
 
 def _checked_index(device: _DeviceLike, optional: bool = True) -> int:
+    if isinstance(device, _DEVICE_CONTEXTS):
+        # torch.npu.device(1) stands for device 1, as torch.cuda.device does for cuda.
+        device = device.idx
     if isinstance(device, bool) or not isinstance(device, (torch.device, str, int, type(None))):
         raise TypeError(f"Expected a torch.device, str, int or None, but got {type(device).__name__}")
     if isinstance(device, str) and ":" not in device and device != "npu":
@@ -210,6 +218,9 @@ class device:
     def __exit__(self, *args):  # type: (*Any) -> None
         if self.idx != -1 and self.prev_idx != self.idx:
             _C._npu_setDevice(self.prev_idx)
+
+
+_DEVICE_CONTEXTS = (device,)  # for _checked_index, whose argument hides the class name
 
 
 class device_of(device):

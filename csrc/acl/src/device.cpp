@@ -127,6 +127,20 @@ ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCount(uint32_t* count) {
   });
 }
 
+ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOut(uint32_t timeout) {
+  return guarded("aclrtSetOpExecuteTimeOut", [&] {
+    return check(npuSetOpExecuteTimeout(uint64_t{timeout} * 1'000'000), "aclrtSetOpExecuteTimeOut");
+  });
+}
+
+ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOutV2(uint64_t timeout, uint64_t* actualTimeout) {
+  return guarded("aclrtSetOpExecuteTimeOutV2", [&]() -> aclError {
+    if (aclError e = check(npuSetOpExecuteTimeout(timeout), "aclrtSetOpExecuteTimeOutV2")) return e;
+    if (actualTimeout != nullptr) *actualTimeout = timeout;
+    return ACL_SUCCESS;
+  });
+}
+
 ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId) {
   return guarded("aclrtResetDevice", [&]() -> aclError {
     int previous = 0;

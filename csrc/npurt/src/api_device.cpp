@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "api_common.h"
+#include "config.h"
+#include "executor.h"
 #include "graph/capture.h"
 
 using namespace npurt::internal;
@@ -33,6 +35,39 @@ npuError_t npuGetDeviceCount(int* count) {
   return guarded(kFn, [&](Runtime& rt) {
     if (count == nullptr) return nullArgument(kFn, "count");
     *count = rt.deviceCount();
+    return npuSuccess;
+  });
+}
+
+npuError_t npuProbeDeviceCount(int* count) {
+  constexpr const char* kFn = "npuProbeDeviceCount";
+  // Note [Device count before initialisation] (csrc/npurt/README.md): the
+  // environment is read afresh until the runtime reads it once and for all.
+  if (runtimeStarted()) return npuGetDeviceCount(count);
+  try {
+    if (count == nullptr) return nullArgument(kFn, "count");
+    Config config;
+    const std::string error = loadConfig(config);
+    if (!error.empty()) return fail(npuErrorInitializationError, kFn, error);
+    *count = config.deviceCount;
+    return npuSuccess;
+  } catch (const std::bad_alloc&) {
+    return fail(npuErrorMemoryAllocation, kFn, "host memory allocation failed");
+  }
+}
+
+npuError_t npuSetOpExecuteTimeout(uint64_t timeoutUs) {
+  return guarded("npuSetOpExecuteTimeout", [&](Runtime&) {
+    setOpExecuteTimeoutUs(timeoutUs);
+    return npuSuccess;
+  });
+}
+
+npuError_t npuGetOpExecuteTimeout(uint64_t* timeoutUs) {
+  constexpr const char* kFn = "npuGetOpExecuteTimeout";
+  return guarded(kFn, [&](Runtime&) {
+    if (timeoutUs == nullptr) return nullArgument(kFn, "timeoutUs");
+    *timeoutUs = opExecuteTimeoutUs();
     return npuSuccess;
   });
 }

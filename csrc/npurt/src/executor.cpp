@@ -323,6 +323,27 @@ void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
   }
 }
 
+namespace {
+std::atomic<uint64_t> gOpTimeoutUs{0};  // npuSetOpExecuteTimeout
+}  // namespace
+
+void setOpExecuteTimeoutUs(uint64_t us) noexcept {
+  gOpTimeoutUs.store(us, std::memory_order_relaxed);
+}
+
+uint64_t opExecuteTimeoutUs() noexcept { return gOpTimeoutUs.load(std::memory_order_relaxed); }
+
+int Executor::checkTimeout(uint64_t startNs, uint64_t timeoutUs, char* errorBuf,
+                           size_t errorBufSize) noexcept {
+  const uint64_t ranUs = (nowNs() - startNs) / 1000;
+  if (ranUs <= timeoutUs) return 0;
+  std::snprintf(errorBuf, errorBufSize,
+                "op execution timed out: the task ran for %llu us, longer than the op execution "
+                "timeout of %llu us (torch_npu.npu.set_op_timeout_ms, npuSetOpExecuteTimeout)",
+                static_cast<unsigned long long>(ranUs), static_cast<unsigned long long>(timeoutUs));
+  return 1;
+}
+
 bool Executor::delayTask(uint64_t us) noexcept {
   std::unique_lock<std::mutex> lock(delayMutex_);
   const bool stopped = delayCv_.wait_for(lock, std::chrono::microseconds(us), [this] {
@@ -376,6 +397,9 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
     const uint64_t blocked = stream.takeWaitBlockedNs();
     if (tracing && blocked != 0) start = blocked;
   }
+  // Note [Op execution timeout]: the simulated delay is part of the run.
+  const uint64_t timeoutUs = isWork ? opExecuteTimeoutUs() : 0;
+  const uint64_t runStartNs = timeoutUs != 0 ? nowNs() : 0;
   if (isWork) {
     // Note [Task delay]: the per-stream override wins over the global delay.
     const int64_t streamDelay = stream.delayOverrideUs();
@@ -406,6 +430,8 @@ void Executor::execute(Stream& stream, InlineTask& task) noexcept {
     injected = true;
   } else {
     status = task.run(errorBuf, sizeof errorBuf);
+    if (status == 0 && timeoutUs != 0) [[unlikely]]
+      status = checkTimeout(runStartNs, timeoutUs, errorBuf, sizeof errorBuf);
   }
   if (checking) [[unlikely]]
     racecheck::afterTask(stream);

@@ -72,6 +72,12 @@ namespace npurt::internal {
 
 class Trace;
 
+// Note [Op execution timeout] (csrc/npurt/README.md): the process-wide
+// timeout of work tasks in microseconds, 0 = none. Relaxed: it is read once
+// per task, and nothing else hangs off it. Thread-safe.
+void setOpExecuteTimeoutUs(uint64_t us) noexcept;
+uint64_t opExecuteTimeoutUs() noexcept;
+
 class Executor {
  public:
   // Tasks run per stream before the worker looks at other ready streams.
@@ -148,6 +154,10 @@ class Executor {
   // order] in event.h for event records.
   void execute(Stream& stream, InlineTask& task) noexcept;
   void completeRecord(Stream& stream, InlineTask& task) noexcept;
+  // Note [Op execution timeout]: turns a successful work task that ran
+  // longer than the timeout into a failure (status 1, message in errorBuf).
+  static int checkTimeout(uint64_t startNs, uint64_t timeoutUs, char* errorBuf,
+                          size_t errorBufSize) noexcept;
   // Sleeps for the task delay; false if stop() interrupted the sleep.
   bool delayTask(uint64_t us) noexcept;
 

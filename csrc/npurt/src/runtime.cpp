@@ -21,6 +21,10 @@ void shutdownHook() { Runtime::instance().shutdown(); }
 
 // The runtime once it is up, for the fork handler (which must not build it).
 std::atomic<Runtime*> gInitialised{nullptr};
+// Set as the runtime's constructor starts, before it reads the environment:
+// from then on npuProbeDeviceCount asks the runtime instead of the
+// environment (Note [Device count before initialisation]).
+std::atomic<bool> gStarted{false};
 // Note [Fork]: set in the child of a parent whose runtime was up.
 std::atomic<bool> gInBadFork{false};
 
@@ -36,6 +40,8 @@ void forkChild() {
 }  // namespace
 
 bool inBadFork() noexcept { return gInBadFork.load(std::memory_order_relaxed); }
+
+bool runtimeStarted() noexcept { return gStarted.load(std::memory_order_acquire); }
 
 Device::Device(int index, int cores, size_t capacity, Trace& trace,
                const std::atomic<uint32_t>& globalDelayUs)
@@ -84,6 +90,7 @@ Runtime& Runtime::instance() {
 }
 
 Runtime::Runtime() {
+  gStarted.store(true, std::memory_order_release);
   initError_ = loadConfig(config_);
   if (!initError_.empty()) {
     // Sticky: every later call fails the same way.

@@ -82,6 +82,10 @@ class Device {
 // Thread-safe; needs no runtime.
 bool inBadFork() noexcept;
 
+// True once Runtime's constructor has started (successfully or not), so the
+// environment it reads is frozen. Never builds the runtime. Thread-safe.
+bool runtimeStarted() noexcept;
+
 class Runtime {
  public:
   // The runtime; see Note [Runtime lifetime]. Thread-safe.

@@ -62,6 +62,19 @@ TEST(AclDevice, SetGetCountAndBadIds) {
   ASSERT_EQ(aclrtSetDevice(0), ACL_SUCCESS);
 }
 
+TEST(AclDevice, OpExecuteTimeoutIsNpurts) {
+  ASSERT_EQ(aclrtSetOpExecuteTimeOut(3), ACL_SUCCESS);
+  uint64_t us = 0;
+  ASSERT_EQ(npuGetOpExecuteTimeout(&us), npuSuccess);
+  EXPECT_EQ(us, 3'000'000u);
+  uint64_t actual = 0;
+  ASSERT_EQ(aclrtSetOpExecuteTimeOutV2(1500, &actual), ACL_SUCCESS);
+  EXPECT_EQ(actual, 1500u);
+  ASSERT_EQ(npuGetOpExecuteTimeout(&us), npuSuccess);
+  EXPECT_EQ(us, 1500u);
+  ASSERT_EQ(aclrtSetOpExecuteTimeOutV2(0, nullptr), ACL_SUCCESS);
+}
+
 TEST(AclStream, AnAclStreamIsAnNpurtStream) {
   aclrtStream stream = nullptr;
   ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);

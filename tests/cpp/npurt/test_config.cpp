@@ -78,6 +78,28 @@ TEST_F(ConfigTest, DeviceCountFourIsReported) {
   EXPECT_NPU_OK(npuStreamDestroy(s));
 }
 
+// Note [Device count before initialisation]: the probe reads the
+// environment afresh, builds nothing, and follows the runtime once it started.
+TEST_F(ConfigTest, ProbeRereadsTheEnvironmentUntilTheRuntimeStarts) {
+  NPURT_RUN_IN_CHILD_WITH_ENV({{"NPU_SIM_DEVICE_COUNT", "3"}});
+  int count = 0;
+  ASSERT_NPU_OK(npuProbeDeviceCount(&count));
+  EXPECT_EQ(count, 3);
+  ASSERT_EQ(setenv("ASCEND_RT_VISIBLE_DEVICES", "2,0", 1), 0);
+  ASSERT_NPU_OK(npuProbeDeviceCount(&count));
+  EXPECT_EQ(count, 2);
+  ASSERT_EQ(setenv("ASCEND_RT_VISIBLE_DEVICES", "5", 1), 0);
+  EXPECT_NPU(npuErrorInitializationError, npuProbeDeviceCount(&count));
+  EXPECT_NE(std::string(npuGetLastErrorMessage()).find("ASCEND_RT_VISIBLE_DEVICES"), std::string::npos);
+  EXPECT_NPU(npuErrorInvalidValue, npuProbeDeviceCount(nullptr));
+  ASSERT_EQ(setenv("ASCEND_RT_VISIBLE_DEVICES", "1", 1), 0);
+  ASSERT_NPU_OK(npuGetDeviceCount(&count));  // starts the runtime with one device
+  EXPECT_EQ(count, 1);
+  ASSERT_EQ(setenv("ASCEND_RT_VISIBLE_DEVICES", "0,1,2", 1), 0);
+  ASSERT_NPU_OK(npuProbeDeviceCount(&count));
+  EXPECT_EQ(count, 1);  // frozen
+}
+
 TEST_F(ConfigTest, DeviceCountBoundsAreAccepted) {
   NPURT_RUN_IN_CHILD_WITH_ENV({{"NPU_SIM_DEVICE_COUNT", "32"}});
   int count = 0;

@@ -190,6 +190,37 @@ TEST_F(FailureTest, ReportedOnceByQueryThenCleared) {
   EXPECT_NPU_OK(npuDeviceSynchronize());
 }
 
+// Note [Op execution timeout]: a task that runs longer than the timeout (here
+// by its stream's delay, 50 ms against 5 ms) fails its stream like a failing
+// task; 0 turns it off.
+TEST_F(FailureTest, TaskLongerThanTheOpTimeoutFailsItsStream) {
+  auto slow = makeStream();
+  ASSERT_NPU_OK(npuStreamSetTaskDelay(slow.get(), 50'000));
+  ASSERT_NPU_OK(npuSetOpExecuteTimeout(5'000));
+  uint64_t us = 0;
+  ASSERT_NPU_OK(npuGetOpExecuteTimeout(&us));
+  EXPECT_EQ(us, 5'000u);
+  Probe timedOut, behind;
+  ASSERT_NPU_OK(launchProbe(slow.get(), "slow_op", &timedOut));
+  ASSERT_NPU_OK(launchProbe(slow.get(), "behind", &behind));
+  EXPECT_NPU(npuErrorLaunchFailure, npuStreamSynchronize(slow.get()));
+  const std::string message = npuGetLastErrorMessage();
+  EXPECT_NE(message.find("task 'slow_op' failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("op execution timed out"), std::string::npos) << message;
+  EXPECT_NE(message.find("timeout of 5000 us"), std::string::npos) << message;
+  EXPECT_EQ(timedOut.runs.load(), 1);  // it did run: a task cannot be stopped
+  EXPECT_EQ(behind.runs.load(), 0);    // discarded behind the failure
+  EXPECT_EQ(behind.releases.load(), 1);
+  EXPECT_NPU_OK(npuStreamSynchronize(slow.get()));  // reported once
+  ASSERT_NPU_OK(npuSetOpExecuteTimeout(0));
+  Probe untimed;
+  ASSERT_NPU_OK(launchProbe(slow.get(), "slow_but_untimed", &untimed));
+  EXPECT_NPU_OK(npuStreamSynchronize(slow.get()));
+  EXPECT_EQ(untimed.runs.load(), 1);
+  ASSERT_NPU_OK(npuStreamSetTaskDelay(slow.get(), -1));
+  EXPECT_NPU(npuErrorInvalidValue, npuGetOpExecuteTimeout(nullptr));
+}
+
 TEST_F(FailureTest, ReportedOnceBySynchronizeThenCleared) {
   auto s = makeStream();
   Probe failing;

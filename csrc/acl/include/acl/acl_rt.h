@@ -111,6 +111,12 @@ ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);
 /* Blocks until the work queued on every stream of the current device before
  * the call has finished; reports a task failure. */
 ACL_FUNC_VISIBILITY aclError aclrtSynchronizeDevice(void);
+/* Op execution timeout in seconds (0: none): a task that runs longer fails
+ * its stream (npuSetOpExecuteTimeout, Note [Op execution timeout]). */
+ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOut(uint32_t timeout);
+/* The same in microseconds; [out] actualTimeout (may be NULL): the timeout in
+ * force, timeout itself (the simulator has no granularity to round to). */
+ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOutV2(uint64_t timeout, uint64_t* actualTimeout);
 /* [out] runMode: always ACL_HOST (the program runs on the host). */
 ACL_FUNC_VISIBILITY aclError aclrtGetRunMode(aclrtRunMode* runMode);
 

@@ -173,6 +173,29 @@ typedef struct npuDeviceProp {
  * Returns npuErrorInvalidValue (count NULL), npuErrorInitializationError. */
 NPURT_API npuError_t npuGetDeviceCount(int* count);
 
+/* [out] count: the number of devices the runtime would see if it started
+ * now. Before the runtime is initialised it reads NPU_SIM_DEVICE_COUNT and
+ * ASCEND_RT_VISIBLE_DEVICES afresh at every call and builds nothing, so a
+ * process may still change them (as PyTorch counts CUDA devices through NVML
+ * before initialising); afterwards it is npuGetDeviceCount. Thread-safe (a
+ * call racing with the initialisation may see either). No CUDA equivalent.
+ * Returns npuErrorInvalidValue (count NULL), npuErrorInitializationError (the
+ * environment is invalid, with the reason). */
+NPURT_API npuError_t npuProbeDeviceCount(int* count);
+
+/* Sets the op execution timeout of the process: a work task (kernel, copy,
+ * memset, host function) that runs longer than timeoutUs microseconds on an
+ * executor, its simulated delay (NPU_SIM_TASK_DELAY_US) included, fails with
+ * a timeout message and puts its stream in the failure state (Note [Op
+ * execution timeout] in csrc/npurt/README.md). 0 (the default) is no
+ * timeout. Applies to tasks that start after the call. Thread-safe.
+ * ACL: aclrtSetOpExecuteTimeOutV2. Returns npuErrorInitializationError. */
+NPURT_API npuError_t npuSetOpExecuteTimeout(uint64_t timeoutUs);
+
+/* [out] timeoutUs: the op execution timeout, 0 for none. Thread-safe.
+ * Returns npuErrorInvalidValue (timeoutUs NULL). */
+NPURT_API npuError_t npuGetOpExecuteTimeout(uint64_t* timeoutUs);
+
 /* Sets the calling thread's current device (default 0). Thread-local.
  * CUDA: cudaSetDevice. Returns npuErrorInvalidDevice. */
 NPURT_API npuError_t npuSetDevice(int device);
