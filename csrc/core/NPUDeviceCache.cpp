@@ -40,6 +40,11 @@ DeviceState::DeviceState(c10::DeviceIndex device) : device_(device) {}
 // Allocation
 // ---------------------------------------------------------------------------
 
+bool DeviceState::routedToPrivatePool(size_t size, const NPUStream& stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return poolFor(size, stream).owner != nullptr;
+}
+
 BlockPool& DeviceState::poolFor(size_t size, const NPUStream& stream) {
   // See Note [Private memory pools]: newest routing first.
   for (auto it = routes_.rbegin(); it != routes_.rend(); ++it) {
@@ -63,7 +68,9 @@ Block* DeviceState::takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t 
   // when little of them is wasted: CUDA's rule, so that max_split_size
   // bounds fragmentation.
   if (size < config.maxSplitSize && block->size >= config.maxSplitSize) return nullptr;
-  if (size >= config.maxSplitSize && block->size >= size + kLargeBuffer) return nullptr;
+  if (size >= config.maxSplitSize && block->size >= size + config.maxNonSplitRounding) {
+    return nullptr;
+  }
   leavePool(block);
   block->gcAge = 0;
   return block;
@@ -72,13 +79,15 @@ Block* DeviceState::takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t 
 Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t size,
                                   const AllocatorConfig& config, const Context& context) {
   const size_t bytes = segmentSize(size);
+  // Refused before the fraction below can turn it into a retry.
+  if (config.throwOnMallocOom) rejectOverConfiguredFraction(bytes, config);
   const int64_t reserved = stats_.reserved_bytes[kAggregate].current;
   if (allowedMaximum_.has_value() && static_cast<size_t>(reserved) + bytes > *allowedMaximum_) {
     return nullptr;  // the per-process fraction is enforced like the capacity
   }
   npurt::DeviceGuard guard(device_);
-  void* ptr = nullptr;
-  const npuError_t status = npuMalloc(&ptr, bytes);
+  npuError_t status = npuSuccess;
+  void* ptr = segmentMalloc(pool, stream, bytes, &status);
   if (status == npuErrorMemoryAllocation) return nullptr;
   NPU_CHECK(status);
   ++stats_.num_device_alloc;
@@ -96,15 +105,17 @@ Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t 
   if (historyOn()) [[unlikely]] {  // Note [Memory history]
     if (keepsBlockContexts()) block->segmentContext = context;
     recordTrace("segment_alloc", device_, reinterpret_cast<uintptr_t>(ptr), bytes, stream, context,
-                RecordContext::kAlloc);
+                RecordContext::kAlloc, poolId(pool));
   }
   return block;
 }
 
 void DeviceState::splitFor(Block* block, size_t size, const AllocatorConfig& config) {
   const size_t rest = block->size - size;
-  const bool split = block->pool->isSmall ? rest >= kMinBlockSize
-                                          : size < config.maxSplitSize && rest > kSmallSize;
+  const bool noSplit = block->pool->owner != nullptr && block->pool->owner->options.noSplit;
+  const bool split = !noSplit && (block->pool->isSmall
+                                      ? rest >= kMinBlockSize
+                                      : size < config.maxSplitSize && rest > kSmallSize);
   if (!split) return;
   void* restPtr = static_cast<char*>(block->ptr) + size;
   auto owned = std::make_unique<Block>(device_, block->stream, rest, restPtr, block->pool);
@@ -126,7 +137,7 @@ void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorC
   if (historyOn()) [[unlikely]] {  // Note [Memory history]
     if (keepsBlockContexts()) block->context = context;
     recordTrace("alloc", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
-                block->stream, context, RecordContext::kAlloc);
+                block->stream, context, RecordContext::kAlloc, poolId(*block->pool));
   }
   const StatTypes types = statTypes(*block->pool);
   const auto size = static_cast<int64_t>(block->size);
@@ -190,6 +201,13 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
     releaseCached(ReleaseRequest{std::nullopt, gcTarget});
     std::lock_guard<std::mutex> lock(mutex_);
     block = tryAllocate(size, stream, config, context);
+    if (block != nullptr) markAllocated(block, nbytes, config, context);
+  }
+  if (block == nullptr && !routedToPrivatePool(size, stream)) {
+    // Pools that opted in (MemPool(use_on_oom=True)) serve before anything
+    // is released, as in torch_npu.
+    std::lock_guard<std::mutex> lock(mutex_);
+    block = takeFromOomPools(size, stream, config);
     if (block != nullptr) markAllocated(block, nbytes, config, context);
   }
   if (block == nullptr) {
@@ -269,7 +287,7 @@ void DeviceState::mergeInto(Block* dst, Block* src) {
 void DeviceState::freeBlock(Block* block) {
   if (historyOn()) [[unlikely]] {  // Note [Memory history]
     recordTrace("free_completed", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
-                block->stream, nullptr, RecordContext::kAll);
+                block->stream, nullptr, RecordContext::kAll, poolId(*block->pool));
   }
   block->context.reset();
   const StatTypes types = statTypes(*block->pool);
@@ -328,7 +346,7 @@ std::vector<std::pair<void*, uint64_t>> DeviceState::releaseCandidates(
 void DeviceState::freeSegment(Block* block) {
   if (historyOn()) [[unlikely]] {  // Note [Memory history]
     recordTrace("segment_free", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
-                block->stream, nullptr, RecordContext::kAll);
+                block->stream, nullptr, RecordContext::kAll, poolId(*block->pool));
   }
   leavePool(block);
   const StatTypes types = statTypes(*block->pool);
@@ -366,7 +384,7 @@ void DeviceState::releaseCached(const ReleaseRequest& request) {
         block->isSplit()) {
       continue;
     }
-    const npuError_t status = npuFree(ptr);
+    const npuError_t status = segmentFree(*block);
     if (status != npuSuccess) {
       if (firstError == npuSuccess) firstError = status;
       continue;  // keep the block: it is still ours

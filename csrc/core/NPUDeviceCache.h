@@ -38,6 +38,10 @@ namespace c10_npu::NPUCachingAllocator::detail {
 // The DataPtr deleter of every block (context = data pointer). noexcept.
 void rawDelete(void* ptr) noexcept;
 
+// True once the caching allocator served an allocation (Note [Pluggable
+// allocators]). Thread-safe.
+bool cachingAllocatorUsed() noexcept;
+
 // Calls every FreeMemoryCallback for `device` (Note [Memory held by queued
 // tasks]). Call with no allocator lock held. Thread-safe.
 void runFreeMemoryCallbacks(c10::DeviceIndex device);
@@ -53,9 +57,10 @@ std::shared_ptr<c10::GatheredContext> historyContext(RecordContext atLeast);
 bool keepsBlockContexts() noexcept;
 // Appends a trace entry of `device` if the trace is on; keeps `context` if
 // history keeps stacks for `contextFrom`. May be called under a device lock.
+// `pool`: the private pool of the block ({0, 0}: the default pools).
 void recordTrace(const char* action, c10::DeviceIndex device, uintptr_t address, size_t size,
                  c10::StreamId stream, const std::shared_ptr<c10::GatheredContext>& context,
-                 RecordContext contextFrom) noexcept;
+                 RecordContext contextFrom, c10::MempoolId_t pool = {0, 0}) noexcept;
 
 // "1.50 MiB" style, for messages.
 std::string formatSize(uint64_t bytes);
@@ -89,13 +94,14 @@ class DeviceState {
 
   // --- NPUAllocatorStats.cpp --- (all thread-safe)
   DeviceStats stats();
+  int64_t oomRejections();
   void resetPeak();
   void resetAccumulated();
   void setMemoryFraction(double fraction);
   double memoryFraction();
 
   // --- NPUPrivatePools.cpp --- (all thread-safe)
-  void createOrIncrefPool(c10::MempoolId_t id);
+  void createOrIncrefPool(c10::MempoolId_t id, const PoolOptions& options);
   void beginAllocateToPool(c10::MempoolId_t id, std::function<bool(const NPUStream&)> filter);
   void endAllocateToPool(c10::MempoolId_t id);
   void releasePool(c10::MempoolId_t id);
@@ -115,6 +121,8 @@ class DeviceState {
   void processPending(bool synchronize);
 
  private:
+  // Takes the lock.
+  bool routedToPrivatePool(size_t size, const NPUStream& stream);
   // Lock held for all of these.
   BlockPool& poolFor(size_t size, const NPUStream& stream);
   Block* takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t size,
@@ -132,6 +140,17 @@ class DeviceState {
   void enterPool(Block* block);
   void leavePool(Block* block);
   void freeSegment(Block* block);
+  // NPUPrivatePools.cpp: a free block of a use_on_oom pool, split for `size`.
+  Block* takeFromOomPools(size_t size, const NPUStream& stream, const AllocatorConfig& config);
+  // NPUPrivatePools.cpp: a segment's memory from npurt or the pool's own
+  // allocator (Note [Pluggable allocators]); nullptr with the status on failure.
+  void* segmentMalloc(const BlockPool& pool, c10::StreamId stream, size_t bytes,
+                      npuError_t* status);
+  npuError_t segmentFree(const Block& segment);
+  npuStream_t streamHandle(c10::StreamId stream) const;
+  // NPUAllocatorStats.cpp: raises torch.OutOfMemoryError (counting
+  // num_oom_rejections) if throw_on_npumalloc_oom refuses a segment of `bytes`.
+  void rejectOverConfiguredFraction(size_t bytes, const AllocatorConfig& config);
   void applyConfiguredFraction(const AllocatorConfig& config);
   bool gcNeeded(size_t nextSegment, const AllocatorConfig& config) const;
   std::vector<std::pair<void*, uint64_t>> releaseCandidates(const ReleaseRequest& request);
@@ -162,6 +181,7 @@ class DeviceState {
   double fraction_ = 1.0;
   bool configuredFractionApplied_ = false;  // PYTORCH_NPU_ALLOC_CONF's, once
   DeviceStats stats_;
+  int64_t oomRejections_ = 0;  // torch_npu's num_oom_rejections
 };
 
 // Maps the data pointer of every allocated block to its block (the deleter

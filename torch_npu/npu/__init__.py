@@ -123,6 +123,8 @@ from .utils import (
     _is_in_bad_fork,
     _lazy_init,
 )
+# Allocator additions of issue 12 (pluggable allocators), kept together.
+from .memory import NPUPluggableAllocator, change_current_allocator  # noqa: E402
 
 __all__ = [
     "BFloat16Tensor",
@@ -227,6 +229,9 @@ __all__ = [
     "synchronize",
     "unsubscribe_report",
     "use_mem_pool",
+    # Allocator additions of issue 12 (pluggable allocators), kept together.
+    "NPUPluggableAllocator",
+    "change_current_allocator",
 ]
 
 

@@ -11,19 +11,27 @@ in the README.
 import collections
 import contextlib
 import warnings
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
 from .. import _C
 from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot
+from ._pluggable_allocator import (
+    NPUPluggableAllocator,
+    _get_current_allocator,
+    _NPUAllocator,
+    change_current_allocator,
+)
 from .utils import _checked_index, _lazy_init, current_stream
 
 __all__ = [
     "MemPool",
+    "NPUPluggableAllocator",
     "OutOfMemoryError",
     "caching_allocator_alloc",
     "caching_allocator_delete",
+    "change_current_allocator",
     "empty_cache",
     "get_allocator_backend",
     "get_per_process_memory_fraction",
@@ -166,8 +174,9 @@ def memory_stats(device: _DeviceLike = None) -> "collections.OrderedDict[str, in
     freed}``, ``oversize_allocations.*`` and ``oversize_segments.*``
     (``current``/``peak``/``allocated``/``freed``), and the counters
     ``num_alloc_retries``, ``num_ooms``, ``num_sync_all_streams``,
-    ``num_device_alloc``, ``num_device_free`` and ``max_split_size`` (-1: no
-    limit). Sizes are bytes rounded up to multiples of 512, except
+    ``num_device_alloc``, ``num_device_free``, ``max_split_size`` (-1: no
+    limit) and torch_npu's ``num_oom_rejections`` (segments refused by
+    ``throw_on_npumalloc_oom``). Sizes are bytes rounded up to multiples of 512, except
     ``requested_bytes`` (what was asked for).
 
     Returns:
@@ -373,29 +382,50 @@ class MemPool:
     free segments go back to the runtime at the next :func:`empty_cache`.
 
     Args:
-        allocator: must be ``None`` (pluggable allocators are not supported).
-        use_on_oom (bool): must be ``False``.
-        no_split (bool): must be ``False``.
+        allocator: the pool's segments come from this allocator (an
+            :class:`NPUPluggableAllocator`'s ``allocator()``, or the
+            allocator object itself) instead of the runtime; ``None``: the
+            runtime, as for every other segment.
+        use_on_oom (bool): when an allocation outside every private pool
+            finds no memory, it may take a free block of this pool before
+            the cache is released (while this object is alive).
+        no_split (bool): the pool never splits a segment: each allocation
+            keeps a whole segment.
     """
 
     def __init__(self, allocator: Any = None, use_on_oom: bool = False,
                  no_split: bool = False) -> None:
-        if allocator is not None or use_on_oom or no_split:
-            raise NotImplementedError("MemPool: allocator, use_on_oom and no_split are not "
-                                      "supported on the simulated NPU")
+        if isinstance(allocator, _NPUAllocator):
+            allocator = allocator.allocator()
+        if allocator is not None and not isinstance(allocator, _C._npu_NPUAllocator):
+            raise TypeError("MemPool: allocator must be an NPUPluggableAllocator's allocator() "
+                            f"or None, got {type(allocator).__name__}")
+        for name, value in (("use_on_oom", use_on_oom), ("no_split", no_split)):
+            if not isinstance(value, bool):
+                raise TypeError(f"MemPool: {name} must be a bool, got {type(value).__name__}")
         _lazy_init()
         self._device = _C._npu_getDevice()
         self._id: Tuple[int, int] = tuple(_C._npu_mempoolNewId())
-        _C._npu_createOrIncrefPool(self._device, self._id)
+        self._allocator = allocator
+        _C._npu_createOrIncrefPool(self._device, self._id, allocator, use_on_oom, no_split)
 
     @property
     def id(self) -> Tuple[int, int]:
         r"""The pool's id, a pair of ints."""
         return self._id
 
+    @property
+    def allocator(self) -> Any:
+        r"""The allocator handle the pool was created with, or ``None``."""
+        return self._allocator
+
     def use_count(self) -> int:
         r"""The pool's use count (this object, plus each active :func:`use_mem_pool`)."""
         return _C._npu_poolUseCount(self._device, self._id)
+
+    def snapshot(self) -> List[Dict[str, Any]]:
+        r"""The pool's segments, as :func:`memory_snapshot` reports them."""
+        return memory_snapshot(self._id)
 
     def __del__(self) -> None:
         try:
