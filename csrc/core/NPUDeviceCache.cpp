@@ -40,11 +40,6 @@ DeviceState::DeviceState(c10::DeviceIndex device) : device_(device) {}
 // Allocation
 // ---------------------------------------------------------------------------
 
-bool DeviceState::routedToPrivatePool(size_t size, const NPUStream& stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return poolFor(size, stream).owner != nullptr;
-}
-
 BlockPool& DeviceState::poolFor(size_t size, const NPUStream& stream) {
   // See Note [Private memory pools]: newest routing first.
   for (auto it = routes_.rbegin(); it != routes_.rend(); ++it) {
@@ -203,13 +198,9 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
     block = tryAllocate(size, stream, config, context);
     if (block != nullptr) markAllocated(block, nbytes, config, context);
   }
-  if (block == nullptr && !routedToPrivatePool(size, stream)) {
-    // Pools that opted in (MemPool(use_on_oom=True)) serve before anything
-    // is released, as in torch_npu.
-    std::lock_guard<std::mutex> lock(mutex_);
-    block = takeFromOomPools(size, stream, config);
-    if (block != nullptr) markAllocated(block, nbytes, config, context);
-  }
+  // Pools that opted in (MemPool(use_on_oom=True)) serve before anything is
+  // released, as in torch_npu.
+  if (block == nullptr) block = allocateFromOomPools(size, nbytes, stream, config, context);
   if (block == nullptr) {
     // Out of memory: free what queued work holds (Note [Memory held by
     // queued tasks]), give every cached segment of this device back (pending

@@ -10,6 +10,7 @@
 //                             events, external streams, the lock-ordering Notes
 //   NPUDeviceAllocator.cpp    the c10::DeviceAllocator facade and public functions
 //   NPUAllocatorConfig.h/.cpp PYTORCH_NPU_ALLOC_CONF
+//   NPUPluggableAllocator.h/.cpp  user allocators (current allocator, pool segments)
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -121,8 +122,10 @@ class DeviceState {
   void processPending(bool synchronize);
 
  private:
-  // Takes the lock.
-  bool routedToPrivatePool(size_t size, const NPUStream& stream);
+  // NPUPrivatePools.cpp; takes the lock: a block of a use_on_oom pool,
+  // split and marked allocated, for an allocation routed to no private pool.
+  Block* allocateFromOomPools(size_t size, size_t requested, const NPUStream& stream,
+                              const AllocatorConfig& config, const Context& context);
   // Lock held for all of these.
   BlockPool& poolFor(size_t size, const NPUStream& stream);
   Block* takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t size,
@@ -140,8 +143,6 @@ class DeviceState {
   void enterPool(Block* block);
   void leavePool(Block* block);
   void freeSegment(Block* block);
-  // NPUPrivatePools.cpp: a free block of a use_on_oom pool, split for `size`.
-  Block* takeFromOomPools(size_t size, const NPUStream& stream, const AllocatorConfig& config);
   // NPUPrivatePools.cpp: a segment's memory from npurt or the pool's own
   // allocator (Note [Pluggable allocators]); nullptr with the status on failure.
   void* segmentMalloc(const BlockPool& pool, c10::StreamId stream, size_t bytes,

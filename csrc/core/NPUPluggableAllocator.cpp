@@ -84,38 +84,18 @@ bool PluggableAllocator::owns(const void* ptr) {
   return live_.count(const_cast<void*>(ptr)) != 0;
 }
 
-void PluggableAllocator::setDeviceStatsFn(DeviceStatsFn fn) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  deviceStatsFn_ = fn;
-}
+void PluggableAllocator::setDeviceStatsFn(DeviceStatsFn fn) { deviceStatsFn_.store(fn); }
 
-void PluggableAllocator::setResetPeakStatsFn(ResetPeakStatsFn fn) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  resetPeakStatsFn_ = fn;
-}
+void PluggableAllocator::setResetPeakStatsFn(ResetPeakStatsFn fn) { resetPeakStatsFn_.store(fn); }
 
-void PluggableAllocator::setInitFn(InitFn fn) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  initFn_ = fn;
-}
+void PluggableAllocator::setInitFn(InitFn fn) { initFn_.store(fn); }
 
-void PluggableAllocator::setResetFn(ResetFn fn) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  resetFn_ = fn;
-}
+void PluggableAllocator::setResetFn(ResetFn fn) { resetFn_.store(fn); }
 
-void PluggableAllocator::setMemoryFractionFn(MemoryFractionFn fn) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  memoryFractionFn_ = fn;
-}
+void PluggableAllocator::setMemoryFractionFn(MemoryFractionFn fn) { memoryFractionFn_.store(fn); }
 
 c10::CachingDeviceAllocator::DeviceStats PluggableAllocator::deviceStats(c10::DeviceIndex device) {
-  DeviceStatsFn fn = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn = deviceStatsFn_;
-  }
-  if (fn != nullptr) return fn(device);
+  if (DeviceStatsFn fn = deviceStatsFn_.load(); fn != nullptr) return fn(device);
   TORCH_WARN_ONCE(
       "NPUPluggableAllocator: no get_device_stats function was set "
       "(set_get_device_stats_fn), so memory statistics are reported as zero.");
@@ -123,12 +103,7 @@ c10::CachingDeviceAllocator::DeviceStats PluggableAllocator::deviceStats(c10::De
 }
 
 void PluggableAllocator::resetPeakStats(c10::DeviceIndex device) {
-  ResetPeakStatsFn fn = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn = resetPeakStatsFn_;
-  }
-  if (fn != nullptr) {
+  if (ResetPeakStatsFn fn = resetPeakStatsFn_.load(); fn != nullptr) {
     fn(device);
     return;
   }
@@ -138,20 +113,11 @@ void PluggableAllocator::resetPeakStats(c10::DeviceIndex device) {
 }
 
 void PluggableAllocator::emptyCache() {
-  ResetFn fn = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn = resetFn_;
-  }
-  if (fn != nullptr) fn(/*checkError=*/true);
+  if (ResetFn fn = resetFn_.load(); fn != nullptr) fn(/*checkError=*/true);
 }
 
 void PluggableAllocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
-  MemoryFractionFn fn = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn = memoryFractionFn_;
-  }
+  MemoryFractionFn fn = memoryFractionFn_.load();
   TORCH_CHECK(fn != nullptr,
               "NPUPluggableAllocator: set_per_process_memory_fraction needs a memory fraction "
               "function (set_memory_fraction_fn)",
@@ -160,14 +126,12 @@ void PluggableAllocator::setMemoryFraction(double fraction, c10::DeviceIndex dev
 }
 
 void PluggableAllocator::init(int deviceCount) {
-  InitFn fn = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (initialized_) return;
     initialized_ = true;
-    fn = initFn_;
   }
-  if (fn != nullptr) fn(deviceCount);
+  if (InitFn fn = initFn_.load(); fn != nullptr) fn(deviceCount);
 }
 
 bool PluggableAllocator::initialized() {

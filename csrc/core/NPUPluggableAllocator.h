@@ -33,6 +33,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -95,13 +96,13 @@ class PluggableAllocator {
   };
   const AllocFn alloc_;
   const FreeFn free_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards live_ and initialized_
   std::unordered_map<void*, Allocation> live_;
-  DeviceStatsFn deviceStatsFn_ = nullptr;
-  ResetPeakStatsFn resetPeakStatsFn_ = nullptr;
-  InitFn initFn_ = nullptr;
-  ResetFn resetFn_ = nullptr;
-  MemoryFractionFn memoryFractionFn_ = nullptr;
+  std::atomic<DeviceStatsFn> deviceStatsFn_{nullptr};
+  std::atomic<ResetPeakStatsFn> resetPeakStatsFn_{nullptr};
+  std::atomic<InitFn> initFn_{nullptr};
+  std::atomic<ResetFn> resetFn_{nullptr};
+  std::atomic<MemoryFractionFn> memoryFractionFn_{nullptr};
   bool initialized_ = false;
 };
 

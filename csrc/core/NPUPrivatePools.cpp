@@ -62,8 +62,11 @@ void DeviceState::releasePool(c10::MempoolId_t id) {
   if (it->second->useCount == 0 && it->second->segments == 0) privatePools_.erase(it);
 }
 
-Block* DeviceState::takeFromOomPools(size_t size, const NPUStream& stream,
-                                     const AllocatorConfig& config) {
+Block* DeviceState::allocateFromOomPools(size_t size, size_t requested, const NPUStream& stream,
+                                         const AllocatorConfig& config, const Context& context) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Allocations routed to a private pool do not spill into other pools.
+  if (poolFor(size, stream).owner != nullptr) return nullptr;
   for (auto& [id, pool] : privatePools_) {
     // A pool nobody uses any more (its MemPool deleted) is no fallback.
     if (!pool->options.useOnOom || pool->useCount == 0) continue;
@@ -71,6 +74,7 @@ Block* DeviceState::takeFromOomPools(size_t size, const NPUStream& stream,
         takeFreeBlock(size <= kSmallSize ? pool->small : pool->large, stream.id(), size, config);
     if (block == nullptr) continue;
     splitFor(block, size, config);
+    markAllocated(block, requested, config, context);
     return block;
   }
   return nullptr;
