@@ -3,16 +3,19 @@
 torch_npu ships ``_ShardedGradScaler`` here for FSDP (and CPU-offloaded
 parameters). PyTorch's ``torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler``
 already handles PrivateUse1 tensors, so this is that class with torch_npu's
-default device, ``"npu"``. Unlike torch_npu, importing ``torch_npu`` does not
-replace PyTorch's class with it (that would import FSDP, over a second, at
-every ``import torch_npu``); ``ShardedGradScaler(device="npu")`` and this class
-behave alike.
+default device, ``"npu"``. As in torch_npu, PyTorch's
+``torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler`` is this class
+once torch_npu is imported; the replacement happens when a program imports
+that module (``_fsdp_scaler_patch``), not at ``import torch_npu``.
 """
 
 from typing import Optional
 
 import torch.distributed as dist
-from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler as _TorchShardedGradScaler
+import torch.distributed.fsdp.sharded_grad_scaler as _torch_sharded_grad_scaler
+
+# PyTorch's own class, taken before the patch at the end of this module.
+_TorchShardedGradScaler = _torch_sharded_grad_scaler.ShardedGradScaler
 
 __all__ = []  # torch_npu exports nothing from here; the class is private by name
 
@@ -52,3 +55,7 @@ class _ShardedGradScaler(_TorchShardedGradScaler):
             enabled=enabled,
             process_group=process_group,
         )
+
+
+# torch_npu's patch (see _fsdp_scaler_patch): PyTorch's name is this class.
+_torch_sharded_grad_scaler.ShardedGradScaler = _ShardedGradScaler
