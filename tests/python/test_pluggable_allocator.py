@@ -70,6 +70,9 @@ def _so_path(tmp_path_factory):
          f"-I{PKG}/include/third_party/acl/inc", f"-L{PKG}/lib", "-lascendcl",
          f"-Wl,-rpath,{PKG}/lib"],
         check=True,
+        # Under make sanitize the interpreter runs with the sanitizer runtimes
+        # preloaded; the compiler need not.
+        env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"},
     )
     return str(out)
 

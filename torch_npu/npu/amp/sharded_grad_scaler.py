@@ -9,9 +9,8 @@ once torch_npu is imported; the replacement happens when a program imports
 that module (``_fsdp_scaler_patch``), not at ``import torch_npu``.
 """
 
-from typing import Optional
+from typing import Any
 
-import torch.distributed as dist
 import torch.distributed.fsdp.sharded_grad_scaler as _torch_sharded_grad_scaler
 
 # PyTorch's own class, taken before the patch at the end of this module.
@@ -36,25 +35,10 @@ class _ShardedGradScaler(_TorchShardedGradScaler):
         process_group: the group whose ranks share the found-inf result.
     """
 
-    def __init__(
-        self,
-        device: str = "npu",
-        init_scale: float = 2.0**16,
-        backoff_factor: float = 0.5,
-        growth_factor: float = 2.0,
-        growth_interval: int = 2000,
-        enabled: bool = True,
-        process_group: Optional[dist.ProcessGroup] = dist.group.WORLD,
-    ) -> None:
-        super().__init__(
-            device=device,
-            init_scale=init_scale,
-            backoff_factor=backoff_factor,
-            growth_factor=growth_factor,
-            growth_interval=growth_interval,
-            enabled=enabled,
-            process_group=process_group,
-        )
+    def __init__(self, device: str = "npu", *args: Any, **kwargs: Any) -> None:
+        # Only the default device differs from PyTorch's class (same argument
+        # order as torch_npu's); the other arguments and their checks are its own.
+        super().__init__(device, *args, **kwargs)
 
 
 # torch_npu's patch (see _fsdp_scaler_patch): PyTorch's name is this class.
