@@ -105,6 +105,16 @@ void emptyCache(c10::MempoolId_t pool = {0, 0});
 using FreeMemoryCallback = void (*)(c10::DeviceIndex device);
 void registerFreeMemoryCallback(FreeMemoryCallback callback);
 
+// torch_npu's _npu_attach_out_of_memory_observer (CUDA's OutOfMemoryObserver):
+// called right before torch.OutOfMemoryError is raised, on the allocating
+// thread with no allocator lock held, with the device, the size asked for,
+// the device's capacity and its free bytes. An observer that throws is
+// reported with a warning; the out-of-memory error is raised regardless.
+// Thread-safe; observers are never removed.
+using OutOfMemoryObserver =
+    std::function<void(int64_t device, int64_t requested, int64_t deviceTotal, int64_t deviceFree)>;
+void attachOutOfMemoryObserver(OutOfMemoryObserver observer);
+
 // Statistics (see DeviceStats). Thread-safe.
 DeviceStats getDeviceStats(c10::DeviceIndex device);
 // torch_npu's num_oom_rejections (not a field of c10's DeviceStats): segments

@@ -49,6 +49,7 @@ std::atomic<bool> used{false};
 struct Callbacks {
   std::mutex mutex;
   std::vector<FreeMemoryCallback> list;
+  std::vector<std::shared_ptr<OutOfMemoryObserver>> observers;
 };
 
 Callbacks& callbacks() {
@@ -67,6 +68,28 @@ void runFreeMemoryCallbacks(c10::DeviceIndex device) {
     list = callbacks().list;
   }
   for (FreeMemoryCallback callback : list) callback(device);
+}
+
+void runOutOfMemoryObservers(c10::DeviceIndex device, size_t nbytes) noexcept {
+  std::vector<std::shared_ptr<OutOfMemoryObserver>> observers;
+  {
+    std::lock_guard<std::mutex> lock(callbacks().mutex);
+    observers = callbacks().observers;
+  }
+  if (observers.empty()) return;
+  npuDeviceProp prop{};
+  (void)npuGetDeviceProperties(&prop, device);  // zeros if it fails: still worth reporting
+  for (const auto& observer : observers) {
+    try {
+      (*observer)(device, static_cast<int64_t>(nbytes), static_cast<int64_t>(prop.totalMemory),
+                  static_cast<int64_t>(prop.freeMemory));
+    } catch (const std::exception& e) {
+      try {
+        TORCH_WARN("An out-of-memory observer raised (ignored): ", e.what());
+      } catch (...) {  // a throwing warning handler: nothing more to report with
+      }
+    }
+  }
 }
 
 }  // namespace detail
@@ -218,6 +241,14 @@ void registerFreeMemoryCallback(FreeMemoryCallback callback) {
   TORCH_CHECK(callback != nullptr, "registerFreeMemoryCallback: null callback", NPU_ERROR_SUFFIX);
   std::lock_guard<std::mutex> lock(detail::callbacks().mutex);
   detail::callbacks().list.push_back(callback);
+}
+
+void attachOutOfMemoryObserver(OutOfMemoryObserver observer) {
+  TORCH_CHECK_VALUE(observer != nullptr, "attachOutOfMemoryObserver: null observer",
+                    NPU_ERROR_SUFFIX);
+  auto shared = std::make_shared<OutOfMemoryObserver>(std::move(observer));
+  std::lock_guard<std::mutex> lock(detail::callbacks().mutex);
+  detail::callbacks().observers.push_back(std::move(shared));
 }
 
 DeviceStats getDeviceStats(c10::DeviceIndex device) {

@@ -207,20 +207,27 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
     // blocks once their events completed) and retry once.
     runFreeMemoryCallbacks(device_);
     releaseCached(ReleaseRequest{});
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.num_alloc_retries;
-    block = tryAllocate(size, stream, config, context);
-    if (block == nullptr) {
-      ++stats_.num_ooms;
-      if (historyOn()) [[unlikely]] {  // CUDA's device_free: what the device has left
-        const auto reserved = static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
-        recordTrace("oom", device_, totalMemory_ - std::min(totalMemory_, reserved), nbytes,
-                    stream.id(), context, RecordContext::kState);
+    std::string message;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.num_alloc_retries;
+      block = tryAllocate(size, stream, config, context);
+      if (block != nullptr) {
+        markAllocated(block, nbytes, config, context);
+      } else {
+        ++stats_.num_ooms;
+        if (historyOn()) [[unlikely]] {  // CUDA's device_free: what the device has left
+          const auto reserved = static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
+          recordTrace("oom", device_, totalMemory_ - std::min(totalMemory_, reserved), nbytes,
+                      stream.id(), context, RecordContext::kState);
+        }
+        message = oomMessage(nbytes, segmentSize(size));
       }
-      TORCH_CHECK_WITH(OutOfMemoryError, false, oomMessage(nbytes, segmentSize(size)),
-                       NPU_ERROR_SUFFIX);
     }
-    markAllocated(block, nbytes, config, context);
+    if (block == nullptr) {
+      runOutOfMemoryObservers(device_, nbytes);  // unlocked: observers may take the GIL
+      TORCH_CHECK_WITH(OutOfMemoryError, false, message, NPU_ERROR_SUFFIX);
+    }
   }
   allocator().ptrs().insert(block);
   // The block's new owner is ordered after its old ones by the rules above

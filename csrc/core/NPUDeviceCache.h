@@ -39,6 +39,11 @@ namespace c10_npu::NPUCachingAllocator::detail {
 // The DataPtr deleter of every block (context = data pointer). noexcept.
 void rawDelete(void* ptr) noexcept;
 
+// Calls every OutOfMemoryObserver for a failed request of `nbytes` on
+// `device`; an observer's exception is warned about, not propagated. Call
+// with no allocator lock held. Thread-safe.
+void runOutOfMemoryObservers(c10::DeviceIndex device, size_t nbytes) noexcept;
+
 // True once the caching allocator served an allocation (Note [Pluggable
 // allocators]). Thread-safe.
 bool cachingAllocatorUsed() noexcept;

@@ -112,11 +112,42 @@ void initPools(py::module_& m) {
 
 }  // namespace
 
+namespace {
+
+// A Python callable kept by the allocator: released with the GIL held.
+struct PyCallable {
+  py::object fn;
+  ~PyCallable() {
+    py::gil_scoped_acquire gil;
+    fn = py::object();
+  }
+};
+
+void attachOutOfMemoryObserver(py::function observer) {
+  auto holder = std::make_shared<PyCallable>();
+  holder->fn = std::move(observer);
+  alloc::attachOutOfMemoryObserver(
+      [holder](int64_t device, int64_t requested, int64_t total, int64_t free) {
+        py::gil_scoped_acquire gil;
+        try {
+          holder->fn(device, requested, total, free);
+        } catch (py::error_already_set& e) {
+          // Reported like an exception in a __del__: the out-of-memory
+          // error that follows is what the allocating code sees.
+          e.discard_as_unraisable("an npu out-of-memory observer");
+        }
+      });
+}
+
+}  // namespace
+
 void initMemoryHistory(py::module_& m);       // MemoryHistory.cpp
 void initPluggableAllocator(py::module_& m);  // PluggableAllocator.cpp
 
 void initMemory(py::module_& m) {
   m.def("_npu_memoryStats", &memoryStats);
+  // torch_npu's name; the observer gets (device, requested bytes, device total, device free).
+  m.def("_npu_attach_out_of_memory_observer", &attachOutOfMemoryObserver);
   m.def(
       "_npu_emptyCache",
       [](const PoolId& id) {

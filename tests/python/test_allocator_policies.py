@@ -1,6 +1,7 @@
 """Allocator policies beyond the defaults: MemPool(use_on_oom, no_split),
 pool snapshots and pool ids in the history, throw_on_npumalloc_oom with
-num_oom_rejections, max_non_split_rounding_mb, and graph_pool_handle ids.
+num_oom_rejections, max_non_split_rounding_mb, graph_pool_handle ids and
+out-of-memory observers.
 
 Every test runs on device 1 (other files leave tensors on device 0) and puts
 the process-wide settings it changes back.
@@ -11,7 +12,7 @@ import gc
 import pytest
 import torch
 
-from conftest import run_py_ok
+from conftest import run_py, run_py_ok
 
 MiB = 1 << 20
 DEFAULTS = "throw_on_npumalloc_oom:False,per_process_memory_fraction:1.0"
@@ -157,3 +158,32 @@ def test_max_non_split_rounding_mb():
     # 100 MiB is 25 MiB more than asked: taken only if the rounding allows 25 MiB;
     # otherwise a new segment, 75 MiB rounded up to 2 MiB.
     assert out.split() == ["76", "0"]
+
+
+def test_out_of_memory_observers_see_the_failed_request():
+    # In its own process: observers stay attached for the life of the process.
+    p = run_py(
+        """
+        import torch, torch_npu
+        MiB = 1 << 20
+        seen = []
+        torch_npu._C._npu_attach_out_of_memory_observer(lambda *args: seen.append(args))
+        torch_npu._C._npu_attach_out_of_memory_observer(lambda *args: 1 / 0)  # reported, ignored
+        total = torch.npu.mem_get_info(0)[1]
+        torch.npu.set_per_process_memory_fraction(10 * MiB / total)
+        try:
+            torch.empty(40 * MiB, dtype=torch.uint8, device="npu")
+        except torch.OutOfMemoryError:
+            print("oom")
+        device, requested, device_total, device_free = seen[0]
+        print(len(seen), device, requested == 40 * MiB, device_total == total,
+              0 < device_free <= total)
+        try:
+            torch_npu._C._npu_attach_out_of_memory_observer(None)
+        except TypeError:
+            print("TypeError")
+        """
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["oom", "1", "0", "True", "True", "True", "TypeError"]
+    assert "ZeroDivisionError" in p.stderr and "an npu out-of-memory observer" in p.stderr
