@@ -43,6 +43,11 @@ from . import distributed  # noqa: E402  (registers torch.distributed's "hccl" b
 
 __all__ = ["npu", "distributed", "profiler", "erase_stream"]
 
+#: Dtypes npu tensors cannot have: the quantized ones (no ``Quantizednpu``
+#: kernels). torch_npu publishes the same list; packages such as MindSpeed
+#: filter ``torch``'s dtypes with it.
+unsupported_dtype = [torch.quint8, torch.quint4x2, torch.quint2x4, torch.qint32, torch.qint8]
+
 
 
 def erase_stream(tensor, stream):  # type: (torch.Tensor, npu.Stream) -> None

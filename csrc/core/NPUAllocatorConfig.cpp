@@ -49,17 +49,23 @@ std::vector<std::string_view> splitOn(std::string_view s, char sep) {
   }
 }
 
-size_t parseSplitSize(std::string_view value) {
+
+size_t parseMegabytes(std::string_view key, std::string_view value) {
   uint64_t mb = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), mb);
   TORCH_CHECK_VALUE(ec == std::errc() && end == value.data() + value.size(),
-                    "PYTORCH_NPU_ALLOC_CONF: max_split_size_mb expects a whole number of MiB, "
-                    "but got '",
+                    "PYTORCH_NPU_ALLOC_CONF: ", key, " expects a whole number of MiB, but got '",
                     value, "'", NPU_ERROR_SUFFIX);
-  TORCH_CHECK_VALUE(mb > kMinMaxSplitSizeMb, "PYTORCH_NPU_ALLOC_CONF: max_split_size_mb must be > ",
-                    kMinMaxSplitSizeMb, ", but got ", mb, NPU_ERROR_SUFFIX);
   if (mb >= std::numeric_limits<size_t>::max() / kMiB) return std::numeric_limits<size_t>::max();
   return static_cast<size_t>(mb) * kMiB;
+}
+
+size_t parseSplitSize(std::string_view value) {
+  const size_t bytes = parseMegabytes("max_split_size_mb", value);
+  TORCH_CHECK_VALUE(bytes > kMinMaxSplitSizeMb * kMiB,
+                    "PYTORCH_NPU_ALLOC_CONF: max_split_size_mb must be > ", kMinMaxSplitSizeMb,
+                    ", but got ", value, NPU_ERROR_SUFFIX);
+  return bytes;
 }
 
 double parseNumber(std::string_view key, std::string_view value) {
@@ -105,7 +111,6 @@ constexpr std::string_view kAcceptedWithoutEffect[] = {
     "roundup_power2_divisions",
     "pinned_use_background_threads",
     "large_segment_size_mb",
-    "max_non_split_rounding_mb",
     "pinned_max_round_threshold_mb",
     "pinned_max_cached_size_mb",
     "pin_memory_expandable_segments",
@@ -116,7 +121,6 @@ constexpr std::string_view kAcceptedWithoutEffect[] = {
     "multi_stream_lazy_reclaim",
     "pinned_reserve_segment_size_mb",
     "release_lock_on_npumalloc",
-    "throw_on_npumalloc_oom",
 };
 
 bool acceptedWithoutEffect(std::string_view key) {
@@ -169,13 +173,20 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
       out.garbageCollectionThreshold = parseThreshold(value);
     } else if (key == "per_process_memory_fraction") {
       out.perProcessMemoryFraction = parseFraction(value);
+    } else if (key == "max_non_split_rounding_mb") {
+      out.maxNonSplitRounding = parseMegabytes(key, value);
+    } else if (key == "throw_on_npumalloc_oom") {
+      out.throwOnMallocOom = parseBool(key, value);
     } else if (key == "expandable_segments") {
-      out.expandableSegments = parseBool(key, value);
-      if (out.expandableSegments) {
-        TORCH_WARN_ONCE(
-            "PYTORCH_NPU_ALLOC_CONF: expandable_segments:True is accepted but the "
-            "simulated NPU has no virtual memory: segments are not expandable.");
-      }
+      // A gap, refused rather than ignored: code that relies on segments
+      // growing in place (fragmentation-free large allocations) would
+      // silently behave differently.
+      TORCH_CHECK_VALUE(!parseBool(key, value),
+                        "PYTORCH_NPU_ALLOC_CONF: expandable_segments:True is not supported on the "
+                        "simulated NPU: its runtime has no virtual memory API to grow a segment in "
+                        "place (a gap of this project). Remove the option or set "
+                        "expandable_segments:False.",
+                        NPU_ERROR_SUFFIX);
     } else if (acceptedWithoutEffect(key)) {
       TORCH_CHECK_VALUE(!value.empty(), "PYTORCH_NPU_ALLOC_CONF: ", key,
                         " needs a value, but got ''", NPU_ERROR_SUFFIX);
@@ -185,7 +196,8 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
       TORCH_CHECK_VALUE(
           false, "Unrecognized key '", key, "' in NPU allocator config ",
           "(PYTORCH_NPU_ALLOC_CONF); supported: max_split_size_mb, ",
-          "garbage_collection_threshold, per_process_memory_fraction, expandable_segments",
+          "garbage_collection_threshold, per_process_memory_fraction, max_non_split_rounding_mb, ",
+          "throw_on_npumalloc_oom, expandable_segments",
           NPU_ERROR_SUFFIX);
     }
   }

@@ -13,8 +13,17 @@
 //                                     reserved memory exceeds t * the limit
 //   per_process_memory_fraction:<f>   0 <= f <= 1: as set_per_process_memory_fraction
 //                                     on every device, at its first allocation
-//   expandable_segments:<True|False>  accepted for compatibility; True behaves
-//                                     as False (warned once), see README
+//   max_non_split_rounding_mb:<n>     a request of max_split_size or more may
+//                                     take a cached block up to n MiB larger
+//                                     (default 20, CUDA's kLargeBuffer)
+//   throw_on_npumalloc_oom:<True|False>  True: a segment that would take the
+//                                     reserved memory past per_process_memory_fraction
+//                                     (1.0 if unset) of the capacity is refused at
+//                                     once, without releasing the cache and retrying
+//                                     (counted in num_oom_rejections), as torch_npu
+//   expandable_segments:<True|False>  False is accepted; True is refused: the
+//                                     simulated runtime has no virtual memory to
+//                                     grow a segment in place (a gap, see README)
 // torch_npu's hardware tuning options (page_size, segment_size_mb,
 // roundup_power2_divisions, pinned_* ...) are accepted without effect
 // (warned once). PYTORCH_ALLOC_CONF is read when PYTORCH_NPU_ALLOC_CONF is
@@ -38,7 +47,12 @@ struct AllocatorConfig {
   // 0: no garbage collection. Only effective with a memory fraction set, as
   // in CUDA's allocator (the threshold is a fraction of that limit).
   double garbageCollectionThreshold = 0.0;
-  bool expandableSegments = false;  // accepted, not implemented
+  // Cached oversize blocks serve oversize requests at most this much
+  // smaller (CUDA's max_non_split_rounding_mb; default kLargeBuffer).
+  size_t maxNonSplitRounding = size_t{20} << 20;
+  // torch_npu's throw_on_npumalloc_oom: refuse segments past the configured
+  // fraction at once (see the list above).
+  bool throwOnMallocOom = false;
   // Initial per-process memory fraction of every device; < 0: not set.
   double perProcessMemoryFraction = -1.0;
 };

@@ -93,6 +93,33 @@ void DeviceState::resetAccumulated() {
   stats_.num_sync_all_streams = 0;
   stats_.num_device_alloc = 0;
   stats_.num_device_free = 0;
+  oomRejections_ = 0;
+}
+
+int64_t DeviceState::oomRejections() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return oomRejections_;
+}
+
+void DeviceState::rejectOverConfiguredFraction(size_t bytes, const AllocatorConfig& config) {
+  npuDeviceProp prop{};
+  NPU_CHECK(npuGetDeviceProperties(&prop, device_));
+  // torch_npu's rule: the configured fraction (not set_per_process_memory_fraction's),
+  // 1.0 when unset, of the capacity.
+  const double fraction =
+      config.perProcessMemoryFraction < 0.0 ? 1.0 : config.perProcessMemoryFraction;
+  const auto limit = static_cast<size_t>(fraction * static_cast<double>(prop.totalMemory));
+  const auto reserved = static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
+  if (reserved + bytes <= limit) return;
+  ++oomRejections_;
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory. Preemptively rejected a ",
+                   formatSize(bytes), " segment on NPU ", static_cast<int>(device_), ": ",
+                   formatSize(reserved), " reserved + the segment would exceed the limit of ",
+                   formatSize(limit), " (per_process_memory_fraction ", fraction, " of ",
+                   formatSize(prop.totalMemory),
+                   "). The cache was not released (throw_on_npumalloc_oom:True); set "
+                   "throw_on_npumalloc_oom:False to release it and retry instead.",
+                   NPU_ERROR_SUFFIX);
 }
 
 void DeviceState::applyConfiguredFraction(const AllocatorConfig& config) {

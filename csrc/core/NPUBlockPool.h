@@ -34,6 +34,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/NPUCachingAllocator.h"
 #include "core/NPUEvent.h"
 #include "core/NPUStream.h"
 #include "npurt/npurt.hpp"
@@ -151,15 +152,24 @@ struct BlockPool {
 // beginAllocateToPool, each graph sharing it holds one); at zero its free
 // segments are released by the next empty_cache or out-of-memory retry, and
 // the pool disappears once it holds no segment. Blocks still allocated from
-// it keep it alive and return to it when freed.
+// it keep it alive and return to it when freed. Its PoolOptions may give it
+// its own segment allocator, make it a fallback of out-of-memory allocations
+// elsewhere (use_on_oom) or forbid splitting.
 struct PrivatePool {
-  explicit PrivatePool(c10::MempoolId_t pid) : id(pid), small(true, this), large(false, this) {}
+  PrivatePool(c10::MempoolId_t pid, PoolOptions opts)
+      : id(pid), options(std::move(opts)), small(true, this), large(false, this) {}
   const c10::MempoolId_t id;
+  const PoolOptions options;
   int useCount = 1;
   int64_t segments = 0;  // npuMalloc'd segments it owns
   BlockPool small;
   BlockPool large;
 };
+
+// The id of a pool's owner; {0, 0} for the default pools.
+inline c10::MempoolId_t poolId(const BlockPool& pool) {
+  return pool.owner != nullptr ? pool.owner->id : c10::MempoolId_t{0, 0};
+}
 
 // c10 stat indices of a pool: the aggregate and its size class.
 inline c10::CachingAllocator::StatTypes statTypes(const BlockPool& pool) {

@@ -139,7 +139,7 @@ void DeviceState::free(Block* block) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (historyOn()) [[unlikely]] {
       recordTrace("free_requested", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
-                  block->stream, context, RecordContext::kAll);
+                  block->stream, context, RecordContext::kAll, poolId(*block->pool));
     }
     // No longer allocated at once; still active until its events completed.
     const c10::CachingAllocator::StatTypes types = statTypes(*block->pool);

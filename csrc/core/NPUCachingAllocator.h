@@ -29,6 +29,10 @@
 
 #include "core/NPUStream.h"
 
+namespace c10_npu::NPUPluggableAllocator {
+class PluggableAllocator;
+}  // namespace c10_npu::NPUPluggableAllocator
+
 namespace c10_npu::NPUCachingAllocator {
 
 // Memory statistics of one device: c10's, as torch.cuda.memory_stats and
@@ -101,8 +105,22 @@ void emptyCache(c10::MempoolId_t pool = {0, 0});
 using FreeMemoryCallback = void (*)(c10::DeviceIndex device);
 void registerFreeMemoryCallback(FreeMemoryCallback callback);
 
+// torch_npu's _npu_attach_out_of_memory_observer (CUDA's OutOfMemoryObserver):
+// called right before torch.OutOfMemoryError is raised, on the allocating
+// thread with no allocator lock held, with the device, the size asked for,
+// the device's capacity and its free bytes. An observer that throws is
+// reported with a warning; the out-of-memory error is raised regardless.
+// Thread-safe; observers are never removed.
+using OutOfMemoryObserver =
+    std::function<void(int64_t device, int64_t requested, int64_t deviceTotal, int64_t deviceFree)>;
+void attachOutOfMemoryObserver(OutOfMemoryObserver observer);
+
 // Statistics (see DeviceStats). Thread-safe.
 DeviceStats getDeviceStats(c10::DeviceIndex device);
+// torch_npu's num_oom_rejections (not a field of c10's DeviceStats): segments
+// refused by throw_on_npumalloc_oom (NPUAllocatorConfig.h) since the last
+// resetAccumulatedStats. Thread-safe.
+int64_t getOomRejections(c10::DeviceIndex device);
 void resetPeakStats(c10::DeviceIndex device);
 void resetAccumulatedStats(c10::DeviceIndex device);
 
@@ -123,8 +141,22 @@ double getMemoryFraction(c10::DeviceIndex device);
 // A new id for a user pool, {0, n} with n unique in the process (ids of
 // graph-owned pools, {n, 0}, come from the graph).
 c10::MempoolId_t newMempoolId();
-// Creates the pool on `device` with use count 1, or increments its count.
-void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id);
+// How a private pool gets and uses its segments (torch.npu.MemPool's
+// arguments), fixed when the pool is created.
+struct PoolOptions {
+  // Segments come from this allocator's alloc/free instead of npuMalloc/npuFree
+  // (Note [Pluggable allocators]); the pool holds it until its last segment is released.
+  std::shared_ptr<NPUPluggableAllocator::PluggableAllocator> allocator;
+  // When an allocation outside every private pool finds no memory, it may take
+  // a free block of this pool (while the pool is in use) before the cache is released.
+  bool useOnOom = false;
+  // Segments of this pool are never split: one block per segment.
+  bool noSplit = false;
+};
+// Creates the pool on `device` with use count 1 and `options`, or increments
+// the count of an existing pool (whose options stay as they were).
+void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                        const PoolOptions& options = {});
 // From now on, allocations on `device` whose current stream `filter` accepts
 // (called on the allocating thread, under the device lock: it must be quick
 // and must not allocate) come from pool `id`, created if needed; takes a use.

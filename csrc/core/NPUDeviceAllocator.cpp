@@ -13,6 +13,7 @@
 #include "core/NPUDeviceCache.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
+#include "core/NPUPluggableAllocator.h"
 #include "core/NPUTrace.h"
 #include "npurt/npurt.hpp"
 
@@ -41,9 +42,14 @@ void rawDelete(void* ptr) noexcept {
 
 namespace {
 
+// Set by the first allocation: from then on the caching allocator counts as
+// initialized and cannot be swapped for a pluggable one (torch_npu's rule).
+std::atomic<bool> used{false};
+
 struct Callbacks {
   std::mutex mutex;
   std::vector<FreeMemoryCallback> list;
+  std::vector<std::shared_ptr<OutOfMemoryObserver>> observers;
 };
 
 Callbacks& callbacks() {
@@ -52,6 +58,8 @@ Callbacks& callbacks() {
 }
 
 }  // namespace
+
+bool cachingAllocatorUsed() noexcept { return used.load(std::memory_order_acquire); }
 
 void runFreeMemoryCallbacks(c10::DeviceIndex device) {
   std::vector<FreeMemoryCallback> list;
@@ -62,12 +70,35 @@ void runFreeMemoryCallbacks(c10::DeviceIndex device) {
   for (FreeMemoryCallback callback : list) callback(device);
 }
 
+void runOutOfMemoryObservers(c10::DeviceIndex device, size_t nbytes) noexcept {
+  std::vector<std::shared_ptr<OutOfMemoryObserver>> observers;
+  {
+    std::lock_guard<std::mutex> lock(callbacks().mutex);
+    observers = callbacks().observers;
+  }
+  if (observers.empty()) return;
+  npuDeviceProp prop{};
+  (void)npuGetDeviceProperties(&prop, device);  // zeros if it fails: still worth reporting
+  for (const auto& observer : observers) {
+    try {
+      (*observer)(device, static_cast<int64_t>(nbytes), static_cast<int64_t>(prop.totalMemory),
+                  static_cast<int64_t>(prop.freeMemory));
+    } catch (const std::exception& e) {
+      try {
+        TORCH_WARN("An out-of-memory observer raised (ignored): ", e.what());
+      } catch (...) {  // a throwing warning handler: nothing more to report with
+      }
+    }
+  }
+}
+
 }  // namespace detail
 
 namespace {
 
 using detail::allocator;
 using detail::Block;
+using detail::DeviceState;
 
 c10::DeviceIndex currentDevice() {
   int device = 0;
@@ -80,7 +111,12 @@ class NPUDeviceAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     return NPUCachingAllocator::allocate(nbytes, currentDevice());
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &detail::rawDelete; }
+  c10::DeleterFnPtr raw_deleter() const override {
+    // Note [Pluggable allocators]: the switch happens before any allocation
+    // of ours, so every raw pointer handed out since belongs to the new one.
+    return NPUPluggableAllocator::current() != nullptr ? NPUPluggableAllocator::deleter()
+                                                       : &detail::rawDelete;
+  }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     if (count == 0) return;
     // npuMemcpy does not wait for streams; like cudaMemcpy (which waits for
@@ -137,6 +173,12 @@ c10::DataPtr allocate(size_t nbytes, c10::DeviceIndex device) {
 }
 
 c10::DataPtr allocateOnStream(size_t nbytes, const NPUStream& stream) {
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
+    return NPUPluggableAllocator::allocate(*pluggable, nbytes, stream);
+  }
+  if (!detail::used.load(std::memory_order_relaxed)) [[unlikely]] {
+    detail::used.store(true, std::memory_order_release);
+  }
   c10::DataPtr ptr = allocator().device(stream.device_index()).allocate(nbytes, stream);
   trace::memoryAllocated(ptr.get());  // Note [Trace hooks]
   return ptr;
@@ -153,6 +195,13 @@ void* rawAlloc(size_t nbytes, const NPUStream& stream) {
 
 void rawDelete(void* ptr) {
   if (ptr == nullptr) return;
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
+    TORCH_CHECK(pluggable->owns(ptr), "caching_allocator_delete: ", ptr,
+                " is not a live allocation of the current NPUPluggableAllocator",
+                NPU_ERROR_SUFFIX);
+    NPUPluggableAllocator::deleter()(ptr);
+    return;
+  }
   TORCH_CHECK(allocator().ptrs().find(ptr) != nullptr, "caching_allocator_delete: ", ptr,
               " is not a live allocation of the npu caching allocator", NPU_ERROR_SUFFIX);
   detail::rawDelete(ptr);
@@ -183,6 +232,9 @@ void emptyCache(c10::MempoolId_t pool) {
   detail::ReleaseRequest request;
   if (pool.first != 0 || pool.second != 0) request.onlyPool = pool;
   for (const auto& state : allocator().devices()) state->releaseCached(request);
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) {
+    pluggable->emptyCache();
+  }
 }
 
 void registerFreeMemoryCallback(FreeMemoryCallback callback) {
@@ -191,12 +243,43 @@ void registerFreeMemoryCallback(FreeMemoryCallback callback) {
   detail::callbacks().list.push_back(callback);
 }
 
-DeviceStats getDeviceStats(c10::DeviceIndex device) { return allocator().device(device).stats(); }
+void attachOutOfMemoryObserver(OutOfMemoryObserver observer) {
+  TORCH_CHECK_VALUE(observer != nullptr, "attachOutOfMemoryObserver: null observer",
+                    NPU_ERROR_SUFFIX);
+  auto shared = std::make_shared<OutOfMemoryObserver>(std::move(observer));
+  std::lock_guard<std::mutex> lock(detail::callbacks().mutex);
+  detail::callbacks().observers.push_back(std::move(shared));
+}
 
-void resetPeakStats(c10::DeviceIndex device) { allocator().device(device).resetPeak(); }
+DeviceStats getDeviceStats(c10::DeviceIndex device) {
+  DeviceState& state = allocator().device(device);  // validates the index
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) {
+    return pluggable->deviceStats(device);
+  }
+  return state.stats();
+}
+
+int64_t getOomRejections(c10::DeviceIndex device) {
+  return allocator().device(device).oomRejections();
+}
+
+void resetPeakStats(c10::DeviceIndex device) {
+  DeviceState& state = allocator().device(device);
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) {
+    pluggable->resetPeakStats(device);
+    return;
+  }
+  state.resetPeak();
+}
 
 void resetAccumulatedStats(c10::DeviceIndex device) {
-  allocator().device(device).resetAccumulated();
+  DeviceState& state = allocator().device(device);
+  if (NPUPluggableAllocator::current() != nullptr) {
+    TORCH_WARN_ONCE("NPUPluggableAllocator does not support resetAccumulatedStats: the "
+                    "statistics come from the user's allocator");
+    return;
+  }
+  state.resetAccumulated();
 }
 
 std::pair<size_t, size_t> memGetInfo(c10::DeviceIndex device) {
@@ -212,11 +295,21 @@ std::pair<size_t, size_t> memGetInfo(c10::DeviceIndex device) {
 void setMemoryFraction(double fraction, c10::DeviceIndex device) {
   TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, "invalid fraction: ", fraction,
                     ". Please set within [0, 1].", NPU_ERROR_SUFFIX);
-  allocator().device(device).setMemoryFraction(fraction);
+  DeviceState& state = allocator().device(device);
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) {
+    pluggable->setMemoryFraction(fraction, device);
+    return;
+  }
+  state.setMemoryFraction(fraction);
 }
 
 double getMemoryFraction(c10::DeviceIndex device) {
-  return allocator().device(device).memoryFraction();
+  DeviceState& state = allocator().device(device);
+  TORCH_CHECK(NPUPluggableAllocator::current() == nullptr,
+              "NPUPluggableAllocator does not support get_per_process_memory_fraction: the "
+              "current allocator is a user allocator",
+              NPU_ERROR_SUFFIX);
+  return state.memoryFraction();
 }
 
 c10::MempoolId_t newMempoolId() {
@@ -224,12 +317,18 @@ c10::MempoolId_t newMempoolId() {
   return {0, next.fetch_add(1, std::memory_order_relaxed)};  // relaxed: only uniqueness matters
 }
 
-void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id) {
-  allocator().device(device).createOrIncrefPool(id);
+void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                        const PoolOptions& options) {
+  allocator().device(device).createOrIncrefPool(id, options);
 }
 
 void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
                          std::function<bool(const NPUStream&)> filter) {
+  TORCH_CHECK(NPUPluggableAllocator::current() == nullptr,
+              "Private memory pools (graph capture, use_mem_pool) need the caching allocator, "
+              "but the current allocator is an NPUPluggableAllocator (change_current_allocator); "
+              "give the allocator to a MemPool instead",
+              NPU_ERROR_SUFFIX);
   allocator().device(device).beginAllocateToPool(id, std::move(filter));
 }
 

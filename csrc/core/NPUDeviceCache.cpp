@@ -63,7 +63,9 @@ Block* DeviceState::takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t 
   // when little of them is wasted: CUDA's rule, so that max_split_size
   // bounds fragmentation.
   if (size < config.maxSplitSize && block->size >= config.maxSplitSize) return nullptr;
-  if (size >= config.maxSplitSize && block->size >= size + kLargeBuffer) return nullptr;
+  if (size >= config.maxSplitSize && block->size >= size + config.maxNonSplitRounding) {
+    return nullptr;
+  }
   leavePool(block);
   block->gcAge = 0;
   return block;
@@ -72,13 +74,15 @@ Block* DeviceState::takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t 
 Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t size,
                                   const AllocatorConfig& config, const Context& context) {
   const size_t bytes = segmentSize(size);
+  // Refused before the fraction below can turn it into a retry.
+  if (config.throwOnMallocOom) rejectOverConfiguredFraction(bytes, config);
   const int64_t reserved = stats_.reserved_bytes[kAggregate].current;
   if (allowedMaximum_.has_value() && static_cast<size_t>(reserved) + bytes > *allowedMaximum_) {
     return nullptr;  // the per-process fraction is enforced like the capacity
   }
   npurt::DeviceGuard guard(device_);
-  void* ptr = nullptr;
-  const npuError_t status = npuMalloc(&ptr, bytes);
+  npuError_t status = npuSuccess;
+  void* ptr = segmentMalloc(pool, stream, bytes, &status);
   if (status == npuErrorMemoryAllocation) return nullptr;
   NPU_CHECK(status);
   ++stats_.num_device_alloc;
@@ -96,15 +100,17 @@ Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t 
   if (historyOn()) [[unlikely]] {  // Note [Memory history]
     if (keepsBlockContexts()) block->segmentContext = context;
     recordTrace("segment_alloc", device_, reinterpret_cast<uintptr_t>(ptr), bytes, stream, context,
-                RecordContext::kAlloc);
+                RecordContext::kAlloc, poolId(pool));
   }
   return block;
 }
 
 void DeviceState::splitFor(Block* block, size_t size, const AllocatorConfig& config) {
   const size_t rest = block->size - size;
-  const bool split = block->pool->isSmall ? rest >= kMinBlockSize
-                                          : size < config.maxSplitSize && rest > kSmallSize;
+  const bool noSplit = block->pool->owner != nullptr && block->pool->owner->options.noSplit;
+  const bool split = !noSplit && (block->pool->isSmall
+                                      ? rest >= kMinBlockSize
+                                      : size < config.maxSplitSize && rest > kSmallSize);
   if (!split) return;
   void* restPtr = static_cast<char*>(block->ptr) + size;
   auto owned = std::make_unique<Block>(device_, block->stream, rest, restPtr, block->pool);
@@ -126,7 +132,7 @@ void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorC
   if (historyOn()) [[unlikely]] {  // Note [Memory history]
     if (keepsBlockContexts()) block->context = context;
     recordTrace("alloc", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
-                block->stream, context, RecordContext::kAlloc);
+                block->stream, context, RecordContext::kAlloc, poolId(*block->pool));
   }
   const StatTypes types = statTypes(*block->pool);
   const auto size = static_cast<int64_t>(block->size);
@@ -192,26 +198,36 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
     block = tryAllocate(size, stream, config, context);
     if (block != nullptr) markAllocated(block, nbytes, config, context);
   }
+  // Pools that opted in (MemPool(use_on_oom=True)) serve before anything is
+  // released, as in torch_npu.
+  if (block == nullptr) block = allocateFromOomPools(size, nbytes, stream, config, context);
   if (block == nullptr) {
     // Out of memory: free what queued work holds (Note [Memory held by
     // queued tasks]), give every cached segment of this device back (pending
     // blocks once their events completed) and retry once.
     runFreeMemoryCallbacks(device_);
     releaseCached(ReleaseRequest{});
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.num_alloc_retries;
-    block = tryAllocate(size, stream, config, context);
-    if (block == nullptr) {
-      ++stats_.num_ooms;
-      if (historyOn()) [[unlikely]] {  // CUDA's device_free: what the device has left
-        const auto reserved = static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
-        recordTrace("oom", device_, totalMemory_ - std::min(totalMemory_, reserved), nbytes,
-                    stream.id(), context, RecordContext::kState);
+    std::string message;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.num_alloc_retries;
+      block = tryAllocate(size, stream, config, context);
+      if (block != nullptr) {
+        markAllocated(block, nbytes, config, context);
+      } else {
+        ++stats_.num_ooms;
+        if (historyOn()) [[unlikely]] {  // CUDA's device_free: what the device has left
+          const auto reserved = static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
+          recordTrace("oom", device_, totalMemory_ - std::min(totalMemory_, reserved), nbytes,
+                      stream.id(), context, RecordContext::kState);
+        }
+        message = oomMessage(nbytes, segmentSize(size));
       }
-      TORCH_CHECK_WITH(OutOfMemoryError, false, oomMessage(nbytes, segmentSize(size)),
-                       NPU_ERROR_SUFFIX);
     }
-    markAllocated(block, nbytes, config, context);
+    if (block == nullptr) {
+      runOutOfMemoryObservers(device_, nbytes);  // unlocked: observers may take the GIL
+      TORCH_CHECK_WITH(OutOfMemoryError, false, message, NPU_ERROR_SUFFIX);
+    }
   }
   allocator().ptrs().insert(block);
   // The block's new owner is ordered after its old ones by the rules above
@@ -269,7 +285,7 @@ void DeviceState::mergeInto(Block* dst, Block* src) {
 void DeviceState::freeBlock(Block* block) {
   if (historyOn()) [[unlikely]] {  // Note [Memory history]
     recordTrace("free_completed", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
-                block->stream, nullptr, RecordContext::kAll);
+                block->stream, nullptr, RecordContext::kAll, poolId(*block->pool));
   }
   block->context.reset();
   const StatTypes types = statTypes(*block->pool);
@@ -328,7 +344,7 @@ std::vector<std::pair<void*, uint64_t>> DeviceState::releaseCandidates(
 void DeviceState::freeSegment(Block* block) {
   if (historyOn()) [[unlikely]] {  // Note [Memory history]
     recordTrace("segment_free", device_, reinterpret_cast<uintptr_t>(block->ptr), block->size,
-                block->stream, nullptr, RecordContext::kAll);
+                block->stream, nullptr, RecordContext::kAll, poolId(*block->pool));
   }
   leavePool(block);
   const StatTypes types = statTypes(*block->pool);
@@ -366,7 +382,7 @@ void DeviceState::releaseCached(const ReleaseRequest& request) {
         block->isSplit()) {
       continue;
     }
-    const npuError_t status = npuFree(ptr);
+    const npuError_t status = segmentFree(*block);
     if (status != npuSuccess) {
       if (firstError == npuSuccess) firstError = status;
       continue;  // keep the block: it is still ours

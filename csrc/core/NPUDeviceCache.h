@@ -10,6 +10,7 @@
 //                             events, external streams, the lock-ordering Notes
 //   NPUDeviceAllocator.cpp    the c10::DeviceAllocator facade and public functions
 //   NPUAllocatorConfig.h/.cpp PYTORCH_NPU_ALLOC_CONF
+//   NPUPluggableAllocator.h/.cpp  user allocators (current allocator, pool segments)
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -38,6 +39,15 @@ namespace c10_npu::NPUCachingAllocator::detail {
 // The DataPtr deleter of every block (context = data pointer). noexcept.
 void rawDelete(void* ptr) noexcept;
 
+// Calls every OutOfMemoryObserver for a failed request of `nbytes` on
+// `device`; an observer's exception is warned about, not propagated. Call
+// with no allocator lock held. Thread-safe.
+void runOutOfMemoryObservers(c10::DeviceIndex device, size_t nbytes) noexcept;
+
+// True once the caching allocator served an allocation (Note [Pluggable
+// allocators]). Thread-safe.
+bool cachingAllocatorUsed() noexcept;
+
 // Calls every FreeMemoryCallback for `device` (Note [Memory held by queued
 // tasks]). Call with no allocator lock held. Thread-safe.
 void runFreeMemoryCallbacks(c10::DeviceIndex device);
@@ -53,9 +63,10 @@ std::shared_ptr<c10::GatheredContext> historyContext(RecordContext atLeast);
 bool keepsBlockContexts() noexcept;
 // Appends a trace entry of `device` if the trace is on; keeps `context` if
 // history keeps stacks for `contextFrom`. May be called under a device lock.
+// `pool`: the private pool of the block ({0, 0}: the default pools).
 void recordTrace(const char* action, c10::DeviceIndex device, uintptr_t address, size_t size,
                  c10::StreamId stream, const std::shared_ptr<c10::GatheredContext>& context,
-                 RecordContext contextFrom) noexcept;
+                 RecordContext contextFrom, c10::MempoolId_t pool = {0, 0}) noexcept;
 
 // "1.50 MiB" style, for messages.
 std::string formatSize(uint64_t bytes);
@@ -89,13 +100,14 @@ class DeviceState {
 
   // --- NPUAllocatorStats.cpp --- (all thread-safe)
   DeviceStats stats();
+  int64_t oomRejections();
   void resetPeak();
   void resetAccumulated();
   void setMemoryFraction(double fraction);
   double memoryFraction();
 
   // --- NPUPrivatePools.cpp --- (all thread-safe)
-  void createOrIncrefPool(c10::MempoolId_t id);
+  void createOrIncrefPool(c10::MempoolId_t id, const PoolOptions& options);
   void beginAllocateToPool(c10::MempoolId_t id, std::function<bool(const NPUStream&)> filter);
   void endAllocateToPool(c10::MempoolId_t id);
   void releasePool(c10::MempoolId_t id);
@@ -115,6 +127,10 @@ class DeviceState {
   void processPending(bool synchronize);
 
  private:
+  // NPUPrivatePools.cpp; takes the lock: a block of a use_on_oom pool,
+  // split and marked allocated, for an allocation routed to no private pool.
+  Block* allocateFromOomPools(size_t size, size_t requested, const NPUStream& stream,
+                              const AllocatorConfig& config, const Context& context);
   // Lock held for all of these.
   BlockPool& poolFor(size_t size, const NPUStream& stream);
   Block* takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t size,
@@ -132,6 +148,15 @@ class DeviceState {
   void enterPool(Block* block);
   void leavePool(Block* block);
   void freeSegment(Block* block);
+  // NPUPrivatePools.cpp: a segment's memory from npurt or the pool's own
+  // allocator (Note [Pluggable allocators]); nullptr with the status on failure.
+  void* segmentMalloc(const BlockPool& pool, c10::StreamId stream, size_t bytes,
+                      npuError_t* status);
+  npuError_t segmentFree(const Block& segment);
+  npuStream_t streamHandle(c10::StreamId stream) const;
+  // NPUAllocatorStats.cpp: raises torch.OutOfMemoryError (counting
+  // num_oom_rejections) if throw_on_npumalloc_oom refuses a segment of `bytes`.
+  void rejectOverConfiguredFraction(size_t bytes, const AllocatorConfig& config);
   void applyConfiguredFraction(const AllocatorConfig& config);
   bool gcNeeded(size_t nextSegment, const AllocatorConfig& config) const;
   std::vector<std::pair<void*, uint64_t>> releaseCandidates(const ReleaseRequest& request);
@@ -162,6 +187,7 @@ class DeviceState {
   double fraction_ = 1.0;
   bool configuredFractionApplied_ = false;  // PYTORCH_NPU_ALLOC_CONF's, once
   DeviceStats stats_;
+  int64_t oomRejections_ = 0;  // torch_npu's num_oom_rejections
 };
 
 // Maps the data pointer of every allocated block to its block (the deleter

@@ -58,7 +58,7 @@ bool keepsBlockContexts() noexcept {
 
 void recordTrace(const char* action, c10::DeviceIndex device, uintptr_t address, size_t size,
                  c10::StreamId stream, const std::shared_ptr<c10::GatheredContext>& context,
-                 RecordContext contextFrom) noexcept {
+                 RecordContext contextFrom, c10::MempoolId_t pool) noexcept {
   Recorder& r = recorder();
   try {
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -66,7 +66,7 @@ void recordTrace(const char* action, c10::DeviceIndex device, uintptr_t address,
     if (r.traces.size() <= static_cast<size_t>(device)) r.traces.resize(device + 1);
     std::deque<TraceEntry>& trace = r.traces[device];
     TraceEntry entry{action, device, address, size, stream, nowUs(),
-                     r.when >= contextFrom ? context : nullptr};
+                     r.when >= contextFrom ? context : nullptr, pool};
     trace.push_back(std::move(entry));
     while (trace.size() > r.maxEntries) trace.pop_front();
   } catch (...) {

@@ -90,6 +90,7 @@ struct TraceEntry {
   c10::StreamId stream = 0;
   int64_t timeUs = 0;  // since the Unix epoch
   std::shared_ptr<c10::GatheredContext> context;
+  c10::MempoolId_t pool{0, 0};  // the block's private pool; {0, 0}: the default pools
 };
 
 struct Snapshot {

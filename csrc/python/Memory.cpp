@@ -14,6 +14,7 @@
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
+#include "core/NPUPluggableAllocator.h"
 #include "core/NPUStream.h"
 
 namespace py = pybind11;
@@ -64,6 +65,7 @@ py::dict memoryStats(int64_t device) {
   d["oversize_allocations"] = statDict(s.oversize_allocations);
   d["oversize_segments"] = statDict(s.oversize_segments);
   d["max_split_size"] = s.max_split_size;
+  d["num_oom_rejections"] = alloc::getOomRejections(checkedDeviceIndex(device));
   return d;
 }
 
@@ -79,9 +81,17 @@ void initPools(py::module_& m) {
     const c10::MempoolId_t id = alloc::newMempoolId();
     return PoolId{id.first, id.second};
   });
-  m.def("_npu_createOrIncrefPool", [](int64_t device, const PoolId& id) {
-    alloc::createOrIncrefPool(checkedDeviceIndex(device), poolId(id));
-  });
+  // torch.npu.MemPool's arguments apply when the pool is created.
+  m.def(
+      "_npu_createOrIncrefPool",
+      [](int64_t device, const PoolId& id,
+         std::shared_ptr<NPUPluggableAllocator::PluggableAllocator> allocator, bool useOnOom,
+         bool noSplit) {
+        alloc::createOrIncrefPool(checkedDeviceIndex(device), poolId(id),
+                                  alloc::PoolOptions{std::move(allocator), useOnOom, noSplit});
+      },
+      py::arg("device"), py::arg("id"), py::arg("allocator") = nullptr,
+      py::arg("use_on_oom") = false, py::arg("no_split") = false);
   // use_mem_pool: routes the calling thread's allocations (on any stream).
   m.def("_npu_beginAllocateCurrentThreadToPool", [](int64_t device, const PoolId& id) {
     const std::thread::id self = std::this_thread::get_id();
@@ -102,10 +112,42 @@ void initPools(py::module_& m) {
 
 }  // namespace
 
-void initMemoryHistory(py::module_& m);  // MemoryHistory.cpp
+namespace {
+
+// A Python callable kept by the allocator: released with the GIL held.
+struct PyCallable {
+  py::object fn;
+  ~PyCallable() {
+    py::gil_scoped_acquire gil;
+    fn = py::object();
+  }
+};
+
+void attachOutOfMemoryObserver(py::function observer) {
+  auto holder = std::make_shared<PyCallable>();
+  holder->fn = std::move(observer);
+  alloc::attachOutOfMemoryObserver(
+      [holder](int64_t device, int64_t requested, int64_t total, int64_t free) {
+        py::gil_scoped_acquire gil;
+        try {
+          holder->fn(device, requested, total, free);
+        } catch (py::error_already_set& e) {
+          // Reported like an exception in a __del__: the out-of-memory
+          // error that follows is what the allocating code sees.
+          e.discard_as_unraisable("an npu out-of-memory observer");
+        }
+      });
+}
+
+}  // namespace
+
+void initMemoryHistory(py::module_& m);       // MemoryHistory.cpp
+void initPluggableAllocator(py::module_& m);  // PluggableAllocator.cpp
 
 void initMemory(py::module_& m) {
   m.def("_npu_memoryStats", &memoryStats);
+  // torch_npu's name; the observer gets (device, requested bytes, device total, device free).
+  m.def("_npu_attach_out_of_memory_observer", &attachOutOfMemoryObserver);
   m.def(
       "_npu_emptyCache",
       [](const PoolId& id) {
@@ -137,7 +179,9 @@ void initMemory(py::module_& m) {
   m.def("_npu_npuCachingAllocator_set_allocator_settings",
         [](const std::string& conf) { alloc::setAllocatorSettings(conf); });
   m.def("_npu_checkAllocatorConfig", [] { (void)alloc::allocatorConfig(); });
-  m.def("_npu_getAllocatorBackend", [] { return std::string("native"); });
+  m.def("_npu_getAllocatorBackend", [] {
+    return std::string(NPUPluggableAllocator::current() != nullptr ? "pluggable" : "native");
+  });
   m.def("_npu_hostMemoryStats", [] {
     const NPUHostAllocator::HostStats st = NPUHostAllocator::stats();
     py::dict d;
@@ -149,6 +193,7 @@ void initMemory(py::module_& m) {
   });
   m.def("_npu_hostEmptyCache", [] { NPUHostAllocator::emptyCache(); },
         py::call_guard<py::gil_scoped_release>());
+  initPluggableAllocator(m);  // before initPools: MemPool takes an allocator
   initPools(m);
   initMemoryHistory(m);
 }

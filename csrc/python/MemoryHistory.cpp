@@ -144,6 +144,7 @@ py::dict memorySnapshot() {
       if (std::string(e.action) == "oom") d["device_free"] = e.address;
       d["size"] = e.size;
       d["stream"] = e.stream;
+      d["pool_id"] = py::make_tuple(e.pool.first, e.pool.second);
       d["time_us"] = e.timeUs;
       d["frames"] = frames.of(e.context);
       entries.append(d);

@@ -22,7 +22,8 @@ KINDS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
 POOLS = ("all", "small_pool", "large_pool")
 METRICS = ("current", "peak", "allocated", "freed")
 COUNTERS = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
-            "num_device_free", "max_split_size")
+            "num_device_free", "max_split_size",
+            "num_oom_rejections")  # torch_npu's, beyond CUDA's key set
 MiB = 1 << 20
 
 
@@ -126,7 +127,9 @@ def test_torch_accelerator_memory_functions_work_on_npu(clean):
         assert torch.accelerator.max_memory_allocated(d) == allocated0 + 4096
         assert torch.accelerator.memory_reserved(d) == reserved0 + 2 * MiB
         assert torch.accelerator.max_memory_reserved(d) == reserved0 + 2 * MiB
-        assert torch.accelerator.memory_stats(d) == torch.npu.memory_stats(d)
+        npu_stats = torch.npu.memory_stats(d)
+        assert npu_stats.pop("num_oom_rejections") == 0  # torch_npu's key, not c10's
+        assert torch.accelerator.memory_stats(d) == npu_stats
         free, total = torch.accelerator.get_memory_info(d)
         assert (free, total) == torch.npu.mem_get_info(d)
         del x, pool
@@ -294,6 +297,9 @@ def test_allocator_settings_max_split_size():
     ("max_split_size_mb:4", "max_split_size_mb must be > 20, but got 4"),
     ("garbage_collection_threshold:2", r"garbage_collection_threshold must be in \(0.0, 1.0\), but got 2"),
     ("expandable_segments:yes", "expandable_segments expects True or False, but got 'yes'"),
+    ("expandable_segments:True", "expandable_segments:True is not supported on the simulated NPU"),
+    ("throw_on_npumalloc_oom:maybe", "throw_on_npumalloc_oom expects True or False, but got 'maybe'"),
+    ("max_non_split_rounding_mb:-3", "max_non_split_rounding_mb expects a whole number of MiB"),
     ("no_such_option:1", "Unrecognized key 'no_such_option'"),
     ("max_split_size_mb", "expected 'key:value', but got 'max_split_size_mb'"),
 ])
@@ -373,5 +379,5 @@ def test_mem_pool_bad_arguments():
     with pytest.raises(TypeError, match="expects a MemPool"):
         with torch.npu.use_mem_pool(object()):
             pass
-    with pytest.raises(NotImplementedError, match="use_on_oom"):
-        torch.npu.MemPool(use_on_oom=True)
+    with pytest.raises(TypeError, match="no_split must be a bool"):
+        torch.npu.MemPool(no_split="yes")

@@ -132,6 +132,8 @@ from .utils import (
     _is_in_bad_fork,
     _lazy_init,
 )
+# Allocator additions of issue 12 (pluggable allocators), kept together.
+from .memory import NPUPluggableAllocator, change_current_allocator  # noqa: E402
 
 __all__ = [
     # npu_config (device core limits, op timeout, compatible implementations)
@@ -245,6 +247,9 @@ __all__ = [
     "synchronize",
     "unsubscribe_report",
     "use_mem_pool",
+    # Allocator additions of issue 12 (pluggable allocators), kept together.
+    "NPUPluggableAllocator",
+    "change_current_allocator",
 ]
 
 

@@ -10,7 +10,7 @@ Note [Memory history] in ``csrc/core/NPUMemoryHistory.h`` for what is recorded.
 
 import pickle
 import sys
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from .. import _C
 from .utils import _lazy_init
@@ -85,6 +85,16 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
         pickle.dump(snapshot, f)
 
 
-def memory_snapshot() -> List[Dict[str, Any]]:
-    r"""The segments of every device (``_snapshot()["segments"]``), as ``torch.cuda.memory_snapshot``."""
-    return _snapshot()["segments"]
+def memory_snapshot(mempool_id: Optional[Tuple[int, int]] = None) -> List[Dict[str, Any]]:
+    r"""The segments of every device (``_snapshot()["segments"]``), as ``torch.cuda.memory_snapshot``.
+
+    Args:
+        mempool_id: only the segments of this private pool (a ``MemPool.id``).
+    """
+    segments = _snapshot()["segments"]
+    if mempool_id is None:
+        return segments
+    if (not isinstance(mempool_id, tuple) or len(mempool_id) != 2
+            or not all(isinstance(v, int) for v in mempool_id)):
+        raise TypeError(f"memory_snapshot: mempool_id must be a pair of ints, got {mempool_id!r}")
+    return [s for s in segments if tuple(s["segment_pool_id"]) == mempool_id]

@@ -9,21 +9,24 @@ in the README.
 """
 
 import collections
-import contextlib
 import warnings
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 
 from .. import _C
 from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot
+from ._mem_pool import MemPool, use_mem_pool
+from ._pluggable_allocator import NPUPluggableAllocator, _get_current_allocator, change_current_allocator
 from .utils import _checked_index, _lazy_init, current_stream
 
 __all__ = [
     "MemPool",
+    "NPUPluggableAllocator",
     "OutOfMemoryError",
     "caching_allocator_alloc",
     "caching_allocator_delete",
+    "change_current_allocator",
     "empty_cache",
     "get_allocator_backend",
     "get_per_process_memory_fraction",
@@ -166,8 +169,9 @@ def memory_stats(device: _DeviceLike = None) -> "collections.OrderedDict[str, in
     freed}``, ``oversize_allocations.*`` and ``oversize_segments.*``
     (``current``/``peak``/``allocated``/``freed``), and the counters
     ``num_alloc_retries``, ``num_ooms``, ``num_sync_all_streams``,
-    ``num_device_alloc``, ``num_device_free`` and ``max_split_size`` (-1: no
-    limit). Sizes are bytes rounded up to multiples of 512, except
+    ``num_device_alloc``, ``num_device_free``, ``max_split_size`` (-1: no
+    limit) and torch_npu's ``num_oom_rejections`` (segments refused by
+    ``throw_on_npumalloc_oom``). Sizes are bytes rounded up to multiples of 512, except
     ``requested_bytes`` (what was asked for).
 
     Returns:
@@ -361,62 +365,3 @@ def host_memory_stats() -> "collections.OrderedDict[str, int]":
         "num_host_alloc": raw["num_host_alloc"],
         "num_host_free": raw["num_host_free"],
     }.items()))
-
-
-class MemPool:
-    r"""A private pool of device memory in the caching allocator.
-
-    Allocations made inside :func:`use_mem_pool` come from this pool's own
-    segments, which are never handed to allocations outside it. The pool is
-    created on the current device; the object holds one use of it, released
-    when the object is garbage-collected. Once no use is left, the pool's
-    free segments go back to the runtime at the next :func:`empty_cache`.
-
-    Args:
-        allocator: must be ``None`` (pluggable allocators are not supported).
-        use_on_oom (bool): must be ``False``.
-        no_split (bool): must be ``False``.
-    """
-
-    def __init__(self, allocator: Any = None, use_on_oom: bool = False,
-                 no_split: bool = False) -> None:
-        if allocator is not None or use_on_oom or no_split:
-            raise NotImplementedError("MemPool: allocator, use_on_oom and no_split are not "
-                                      "supported on the simulated NPU")
-        _lazy_init()
-        self._device = _C._npu_getDevice()
-        self._id: Tuple[int, int] = tuple(_C._npu_mempoolNewId())
-        _C._npu_createOrIncrefPool(self._device, self._id)
-
-    @property
-    def id(self) -> Tuple[int, int]:
-        r"""The pool's id, a pair of ints."""
-        return self._id
-
-    def use_count(self) -> int:
-        r"""The pool's use count (this object, plus each active :func:`use_mem_pool`)."""
-        return _C._npu_poolUseCount(self._device, self._id)
-
-    def __del__(self) -> None:
-        try:
-            _C._npu_releasePool(self._device, self._id)
-        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to release to
-            pass
-
-
-@contextlib.contextmanager
-def use_mem_pool(pool: MemPool, device: _DeviceLike = None) -> Iterator[None]:
-    r"""Route the calling thread's allocations on ``device`` to ``pool``.
-
-    Only this thread's allocations are routed; threads started inside the
-    context allocate as usual.
-    """
-    if not isinstance(pool, MemPool):
-        raise TypeError(f"use_mem_pool expects a MemPool, but got {type(pool).__name__}")
-    index = _checked_index(device)
-    _C._npu_beginAllocateCurrentThreadToPool(index, pool.id)
-    try:
-        yield
-    finally:
-        _C._npu_endAllocateToPool(index, pool.id)
-        _C._npu_releasePool(index, pool.id)

@@ -53,22 +53,33 @@ aclError checkSet(const char* function, void* devPtr, size_t maxCount, size_t co
   return ACL_SUCCESS;
 }
 
+aclError mallocWithPolicy(const char* name, void** devPtr, size_t size,
+                          aclrtMemMallocPolicy policy) {
+  return guarded(name, [&]() -> aclError {
+    if (devPtr == nullptr || size == 0) {
+      return fail(ACL_ERROR_INVALID_PARAM, std::string(name) + ": devPtr is NULL or size is 0");
+    }
+    const int rawPolicy = acl::rawEnum(policy);
+    if (rawPolicy < ACL_MEM_MALLOC_HUGE_FIRST || rawPolicy > ACL_MEM_MALLOC_NORMAL_ONLY_P2P) {
+      return fail(ACL_ERROR_INVALID_PARAM, std::string(name) + ": unknown aclrtMemMallocPolicy " +
+                                               std::to_string(rawPolicy));
+    }
+    return check(npuMalloc(devPtr, size), name);
+  });
+}
+
 }  // namespace
 
 extern "C" {
 
 ACL_FUNC_VISIBILITY aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
-  return guarded("aclrtMalloc", [&]() -> aclError {
-    if (devPtr == nullptr || size == 0) {
-      return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: devPtr is NULL or size is 0");
-    }
-    const int rawPolicy = acl::rawEnum(policy);
-    if (rawPolicy < ACL_MEM_MALLOC_HUGE_FIRST || rawPolicy > ACL_MEM_MALLOC_NORMAL_ONLY_P2P) {
-      return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: unknown aclrtMemMallocPolicy " +
-                                               std::to_string(rawPolicy));
-    }
-    return check(npuMalloc(devPtr, size), "aclrtMalloc");
-  });
+  return mallocWithPolicy("aclrtMalloc", devPtr, size, policy);
+}
+
+ACL_FUNC_VISIBILITY aclError aclrtMallocAlign32(void** devPtr, size_t size,
+                                                aclrtMemMallocPolicy policy) {
+  // npuMalloc's blocks are aligned far beyond 32 bytes and never padded.
+  return mallocWithPolicy("aclrtMallocAlign32", devPtr, size, policy);
 }
 
 ACL_FUNC_VISIBILITY aclError aclrtFree(void* devPtr) {

@@ -272,7 +272,9 @@ void NPUGraph::debug_dump(const std::string& path) {
 }
 
 c10::MempoolId_t graphPoolHandle() {
-  return {gNextGraphPool.fetch_add(1, std::memory_order_relaxed), 0};
+  // A user-created handle, as PyTorch's graph_pool_handle(): {0, n} from the
+  // counter MemPool ids come from; graph-owned pools are {n, 0}.
+  return NPUCachingAllocator::newMempoolId();
 }
 
 bool isCurrentStreamCapturing() { return graphs::isCapturing(getCurrentNPUStream()); }

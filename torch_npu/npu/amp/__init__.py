@@ -10,3 +10,7 @@ from .autocast_mode import autocast, custom_bwd, custom_fwd
 from .grad_scaler import GradScaler
 
 __all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd"]
+
+from . import _fsdp_scaler_patch  # noqa: E402
+
+_fsdp_scaler_patch.install()

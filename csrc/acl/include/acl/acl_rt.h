@@ -171,6 +171,10 @@ ACL_FUNC_VISIBILITY aclError aclrtDestroyEvent(aclrtEvent event);
 
 /* [out] devPtr: size bytes (> 0) of device memory on the current device. */
 ACL_FUNC_VISIBILITY aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy);
+/* As aclrtMalloc (ACL pads to 32 bytes only without this variant; the
+ * simulator never pads). */
+ACL_FUNC_VISIBILITY aclError aclrtMallocAlign32(void** devPtr, size_t size,
+                                                aclrtMemMallocPolicy policy);
 /* Frees aclrtMalloc memory; copies already queued on it still complete. */
 ACL_FUNC_VISIBILITY aclError aclrtFree(void* devPtr);
 /* [out] hostPtr: size bytes (> 0) of pinned host memory. */
