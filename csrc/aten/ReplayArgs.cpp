@@ -97,16 +97,22 @@ ReplayArgs::ReplayArgs(const c10::OperatorHandle& op, const Stack& captured, siz
   stack_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const IValue& v = captured[i];
-    if (v.isTensor() && isNpu(v.toTensor())) {
+    if (v.isTensor() && isNpu(v.toTensor()) && v.toTensor().has_storage()) {
       // Held by reference: see Note [Replayed op tasks build their arguments once].
       const at::Tensor& heldTensor = v.toTensor();
       held_.push_back(HeldAlias{i, heldTensor.storage().data(), heldTensor.storage().nbytes()});
       stack_.emplace_back(kernelView(heldTensor));
       continue;
     }
-    bool heldInList = false;
-    forEachNpuTensor(v, [&](const at::Tensor&) { heldInList = true; });
-    if (heldInList) heldLists_.push_back(i);  // mapped again at every run
+    // npu tensors in lists, or without storage: mapped at every run, as an
+    // eager task maps them (and fails where it would fail).
+    bool npuInside = false;
+    forEachNpuTensor(v, [&](const at::Tensor&) { npuInside = true; });
+    if (npuInside) {
+      perRun_.push_back(i);
+      stack_.push_back(v);
+      continue;
+    }
     stack_.push_back(mapTensors(v, cpuAlias, c10::DeviceType::CPU));
   }
   promoted_ = promoteWrappedNumbers(op, stack_);
@@ -122,7 +128,7 @@ Stack ReplayArgs::forRun(const Stack& captured, int generatorArg,
       s[h.index] = kernelView(heldTensor);  // the storage has new memory
     }
   }
-  for (size_t i : heldLists_) s[i] = mapTensors(captured[i], cpuAlias, c10::DeviceType::CPU);
+  for (size_t i : perRun_) s[i] = mapTensors(captured[i], cpuAlias, c10::DeviceType::CPU);
   if (generatorArg >= 0 && static_cast<size_t>(generatorArg) < s.size()) {
     s[generatorArg] = cpuGenerator(seed->resolve());  // per replay (Note [Random numbers of captured ops])
   }

@@ -67,9 +67,9 @@ class ReplayArgs {
 
   Stack stack_;
   std::vector<HeldAlias> held_;
-  // Some list argument holds a tensor by reference: such arguments are
-  // mapped at every run, as an eager task maps them.
-  std::vector<size_t> heldLists_;
+  // Arguments with npu tensors that are not prepared (in lists, or without
+  // storage): mapped at every run, as an eager task maps them.
+  std::vector<size_t> perRun_;
   bool promoted_ = false;
 };
 
