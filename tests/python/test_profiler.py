@@ -97,6 +97,10 @@ def test_copies_and_events_are_device_activities(tmp_path, gate):
         g = gate(torch_npu.npu.current_stream())
         ev.record()
         s.wait_event(ev)
+        # The wait reaches npurt through the task queue; reading the raw
+        # stream drains it, so the wait is submitted before the record can
+        # complete (else it could find the record done, and not be queued).
+        assert s.npu_stream
         g.release()
         torch_npu.npu.synchronize()
     events = _trace(prof, tmp_path)
