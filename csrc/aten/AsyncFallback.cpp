@@ -209,12 +209,16 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
     if (f.defined()) f = cpuAlias(f);
   }
   const char* name = op.schema().name().c_str();
+  // See Note [Replayed op tasks build their arguments once].
+  const bool recorded = graphs::anyCapture() && graphs::recorderOf(stream) != nullptr;
   if (info.functionalVariant.has_value()) {
     // See Note [out= ops run functionally].
     const size_t computeArgs = args.size() - info.numOutArgs;
+    std::unique_ptr<const ReplayArgs> replay;
+    if (recorded) replay = std::make_unique<const ReplayArgs>(op, args, computeArgs);
     launchKernel(stream, name, std::move(access),
                  OutOpTask{op, *info.functionalVariant, std::move(args), computeArgs,
-                           info.generatorArg, seed, &info},
+                           info.generatorArg, seed, &info, std::move(replay)},
                  releaseOn);
     return;
   }
@@ -224,8 +228,11 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
   if (allDefined && !info.outVariantBroken.load(std::memory_order_relaxed)) {
     outOp = info.outVariant;
   }
+  std::unique_ptr<const ReplayArgs> replay;
+  if (recorded) replay = std::make_unique<const ReplayArgs>(op, args, args.size());
   launchKernel(stream, name, std::move(access),
-               OpTask{op, std::move(args), std::move(fresh), outOp, info.generatorArg, seed, &info},
+               OpTask{op, std::move(args), std::move(fresh), outOp, info.generatorArg, seed, &info,
+                      std::move(replay)},
                releaseOn);
 }
 

@@ -238,7 +238,9 @@ int runKernel(void* user, char* errorBuf, size_t errorBufSize) {
 // poisons every storage the graph writes (Note [A failing replay poisons the
 // graph's outputs] in csrc/core/graphs/NPUGraph.cpp): the failed node's
 // outputs and those of the nodes the failure skipped alike; for that, every
-// captured task lists its writes with the graph at enqueue.
+// captured task lists its writes with the graph at enqueue. What a recorded
+// op task can prepare for all its runs, it prepares when it is recorded
+// (Note [Replayed op tasks build their arguments once] in ReplayArgs.h).
 //
 // Called by npurt after run() or instead of it (a discarded task), or by the
 // task queue for a launch it could not make: a task whose work did not run

@@ -101,6 +101,29 @@ bool attemptOutKernel(const F& attempt, std::exception_ptr* error = nullptr) {
   return kept;
 }
 
+// Runs `run` over the kernel's arguments: prepared once when the task was
+// recorded into a graph, else built now. A call whose wrapped numbers were
+// promoted and that fails runs again with the arguments as captured, so
+// that the error is the op's own (Note [Wrapped numbers of replayed
+// pointwise ops] in ReplayArgs.cpp).
+template <typename Run>
+void runOverArgs(const ReplayArgs* replay, const Stack& args, size_t n, int generatorArg,
+                 const std::optional<SeedReservation>& seed, const Run& run) {
+  if (replay == nullptr) {
+    run(cpuArgs(args, n, generatorArg, seed));
+    return;
+  }
+  if (!replay->promoted()) {
+    run(replay->forRun(args, generatorArg, seed));
+    return;
+  }
+  try {
+    run(replay->forRun(args, generatorArg, seed));
+  } catch (const std::exception&) {
+    run(cpuArgs(args, n, generatorArg, seed));
+  }
+}
+
 }  // namespace
 
 bool sameAlias(const at::Tensor& out, const at::Tensor& expected) {
@@ -257,7 +280,11 @@ std::exception_ptr OutOpTask::runOutKernel(const Stack& s, bool& kept) const {
 // it says nothing about the out kernel. (Marking the op there once demoted
 // every later call of it, for the whole process, after one user error.)
 void OutOpTask::operator()() const {
-  Stack s = cpuArgs(args, computeArgs, generatorArg, seed);
+  runOverArgs(replay.get(), args, computeArgs, generatorArg, seed,
+              [this](Stack s) { run(std::move(s)); });
+}
+
+void OutOpTask::run(Stack s) const {
   const bool triedOut = !info->outVariantBroken.load(std::memory_order_relaxed);
   std::exception_ptr outError;
   if (triedOut) {
@@ -330,7 +357,11 @@ void OpTask::copyFreshResults(const Stack& s) const {
 }
 
 void OpTask::operator()() const {
-  Stack s = cpuArgs(args, args.size(), generatorArg, seed);
+  runOverArgs(replay.get(), args, args.size(), generatorArg, seed,
+              [this](Stack s) { run(std::move(s)); });
+}
+
+void OpTask::run(Stack s) const {
   if (outOp.has_value() && runOutKernel(s)) return;
   {
     // See Note [Results computed in place of the output].

@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "aten/OpArgs.h"
 #include "aten/OpLauncher.h"
 #include "aten/OpPlan.h"
+#include "aten/ReplayArgs.h"
 #include "core/NPUGenerator.h"
 #include "core/NPUStream.h"
 
@@ -89,10 +91,14 @@ struct OutOpTask {
   int generatorArg;
   std::optional<SeedReservation> seed;
   const OpInfo* info;  // stable: plans are never freed
+  // Set when the task is recorded into a graph: the compute arguments,
+  // prepared once (Note [Replayed op tasks build their arguments once]).
+  std::unique_ptr<const ReplayArgs> replay;
 
   void operator()() const;
 
  private:
+  void run(Stack s) const;
   // The out kernel's exception when it threw, else null. See Note [An out
   // tensor the out kernel refused].
   std::exception_ptr runOutKernel(const Stack& s, bool& kept) const;
@@ -109,10 +115,13 @@ struct OpTask {
   int generatorArg;
   std::optional<SeedReservation> seed;
   const OpInfo* info;  // stable: plans are never freed
+  // Set when the task is recorded into a graph (as OutOpTask::replay).
+  std::unique_ptr<const ReplayArgs> replay;
 
   void operator()() const;
 
  private:
+  void run(Stack s) const;
   bool runOutKernel(const Stack& s) const;
   void copyFreshResults(const Stack& s) const;
 };
