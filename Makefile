@@ -53,7 +53,7 @@ OPS_TIMEOUT ?= 1200
 # `make test-racecheck RACECHECK_TESTS=tests/python` runs everything.
 # The timeout bounds a hang or a slow machine.
 RACECHECK_TESTS ?= $(addprefix tests/python/,test_streams_events.py test_stream_api.py \
-	test_event_api.py test_external_stream.py test_graphs.py test_host_callbacks.py \
+	test_event_api.py test_external_stream.py test_graphs.py test_graph_replay_args.py test_host_callbacks.py \
 	test_threads.py test_memory.py test_reliability.py test_copy.py test_ops.py \
 	test_models.py test_rnn.py test_convolution.py test_autograd.py test_random.py test_amp.py \
 	test_distributed.py test_profiler.py test_memory_history.py test_sanitizer.py \
