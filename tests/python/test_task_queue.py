@@ -159,7 +159,12 @@ def test_per_stream_queue_wait_stream_with_temporary_event():
         import torch, torch_npu
         a, b = torch.npu.Stream(), torch.npu.Stream()
         x = torch.zeros(64, device="npu")
+        # x is zeroed on the default stream, and each y reads x on b: a must
+        # wait for both before it writes x again (without that, the program
+        # races, which NPU_SIM_RACECHECK=1 reports, and y may miss adds).
+        a.wait_stream(torch.npu.current_stream())
         for i in range(300):
+            a.wait_stream(b)
             with torch.npu.stream(a):
                 x.add_(1)
             b.wait_stream(a)
