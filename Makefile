@@ -82,9 +82,11 @@ all: build
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
+# pip --no-compile: byte-compiling torch's modules at install took minutes on
+# 2 vCPUs; Python compiles what a process imports, once, when it imports it.
 $(DEPS_STAMP): requirements-dev.txt scripts/install_system_deps.sh | $(VPY)
 	scripts/install_system_deps.sh
-	$(VPY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(VPY) -m pip install -q --disable-pip-version-check --no-compile -r requirements-dev.txt
 	touch $@
 
 deps: $(DEPS_STAMP)
