@@ -32,9 +32,11 @@ step "wheel (pip wheel --no-build-isolation)"
 # venv through a .venv link of its own, so that torch's headers have the same
 # path relative to the clone as to the main tree, and ccache serves the
 # wheel's compilations from the main build's. The link is not part of the
-# wheel (pip builds from the clone's files, and .venv is not a package).
+# wheel (pip builds from the clone's files, and .venv is not a package). As
+# in the Makefile, the caller's own ccache settings win.
 ln -s "$root/.venv" "$work/src/.venv"
-(cd "$work/src" && PATH="$work/src/.venv/bin:$PATH" CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 \
+(cd "$work/src" && PATH="$work/src/.venv/bin:$PATH" CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" \
+  CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}" \
   "$work/src/.venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$work/dist" .)
 wheel="$(ls "$work/dist"/*.whl)"
 echo "built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))"
