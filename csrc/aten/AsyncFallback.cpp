@@ -33,6 +33,7 @@
 #include "aten/OpTask.h"
 #include "aten/OutputMetadata.h"
 #include "aten/SynchronousOp.h"
+#include "aten/WrappedNumbers.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 
@@ -189,6 +190,16 @@ Stack makeOutputs(const Stack& args, const OpInfo& info, const MetaResult& metaR
   return results;
 }
 
+// Note [Op tasks fit the host's allocation cache]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The task object is the one allocation of an eager op's task that the host
+// makes and an executor frees (Note [Aliases are made where the kernel
+// runs] in DeferredArgs.h). glibc serves blocks up to 1032 bytes from
+// per-thread caches; a bigger task takes the arena's locked path on both
+// threads at every op. DeferredArgs' bounds keep the task below that.
+static_assert(sizeof(KernelTask<OpTask>) <= 1024 && sizeof(KernelTask<OutOpTask>) <= 1024,
+              "Note [Op tasks fit the host's allocation cache]");
+
 // 4. Queues the op's task on the current stream. `args` are moved into it.
 void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
                   std::vector<at::Tensor> fresh, c10::DeviceIndex device) {
@@ -196,31 +207,46 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
   const std::optional<SeedReservation> seed = reserveOpSeed(args, info, device);
   const NPUStream stream = getCurrentNPUStream(device);
   TaskAccess access = opAccess(args, info, fresh);
+  const char* name = op.schema().name().c_str();
+  // See Note [Replayed op tasks build their arguments once]; an eager task
+  // takes what it can by value (Note [Aliases are made where the kernel runs]).
+  const bool recorded = graphs::anyCapture() && graphs::recorderOf(stream) != nullptr;
+  const size_t computeArgs =
+      info.functionalVariant.has_value() ? args.size() - info.numOutArgs : args.size();
+  DeferredArgs deferred;
+  const std::optional<c10::ScalarType> promoteTo =
+      recorded ? std::nullopt : pointwisePromotionDtype(op, args);
   // See Note [Task captures and memory reuse].
   auto capture = [&stream](const at::Tensor& t) { return captureForTask(t, stream); };
   ReleaseOn releaseOn = ReleaseOn::kAnyThread;
-  for (IValue& a : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    IValue& a = args[i];
+    if (!recorded && i < computeArgs &&
+        deferred.take(args, i,
+                      a.isTensor() && isNpu(a.toTensor()) && mayAlias(a.toTensor(), stream),
+                      promoteTo)) {
+      continue;
+    }
     a = mapTensors(a, capture, std::nullopt);
     if (!releasableAnywhere(a)) releaseOn = ReleaseOn::kHostThread;
   }
-  // Fresh outputs were just allocated on `stream` (emptyNpu): no need to ask
-  // the allocator.
-  for (at::Tensor& f : fresh) {
-    if (f.defined()) f = cpuAlias(f);
-  }
-  const char* name = op.schema().name().c_str();
-  // See Note [Replayed op tasks build their arguments once].
-  const bool recorded = graphs::anyCapture() && graphs::recorderOf(stream) != nullptr;
   if (info.functionalVariant.has_value()) {
-    // See Note [out= ops run functionally].
-    const size_t computeArgs = args.size() - info.numOutArgs;
+    // See Note [out= ops run functionally]. Its outputs are out= arguments.
     std::unique_ptr<const ReplayArgs> replay;
     if (recorded) replay = std::make_unique<const ReplayArgs>(op, args, computeArgs);
     launchKernel(stream, name, std::move(access),
                  OutOpTask{op, *info.functionalVariant, std::move(args), computeArgs,
-                           info.generatorArg, seed, &info, std::move(replay)},
+                           info.generatorArg, seed, &info, std::move(replay), std::move(deferred)},
                  releaseOn);
     return;
+  }
+  // Fresh outputs were just allocated on `stream` (emptyNpu): no need to ask
+  // the allocator whether they may be aliased.
+  const bool freshTaken = !recorded && deferred.takeOutputs(fresh);
+  if (!freshTaken) {
+    for (at::Tensor& f : fresh) {
+      if (f.defined()) f = cpuAlias(f);
+    }
   }
   bool allDefined = true;
   for (const at::Tensor& f : fresh) allDefined &= f.defined();
@@ -230,10 +256,11 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
   }
   std::unique_ptr<const ReplayArgs> replay;
   if (recorded) replay = std::make_unique<const ReplayArgs>(op, args, args.size());
-  launchKernel(stream, name, std::move(access),
-               OpTask{op, std::move(args), std::move(fresh), outOp, info.generatorArg, seed, &info,
-                      std::move(replay)},
-               releaseOn);
+  launchKernel(
+      stream, name, std::move(access),
+      OpTask{op, std::move(args), freshTaken ? std::vector<at::Tensor>() : std::move(fresh), outOp,
+             info.generatorArg, seed, &info, std::move(replay), std::move(deferred)},
+      releaseOn);
 }
 
 // The asynchronous path. Returns false (stack untouched) if the op must run

@@ -102,25 +102,31 @@ bool attemptOutKernel(const F& attempt, std::exception_ptr* error = nullptr) {
 }
 
 // Runs `run` over the kernel's arguments: prepared once when the task was
-// recorded into a graph, else built now. A call whose wrapped numbers were
-// promoted and that fails runs again with the arguments as captured, so
-// that the error is the op's own (Note [Wrapped numbers of replayed
-// pointwise ops] in ReplayArgs.cpp).
+// recorded into a graph, else made now (with what `deferred` took). A call
+// whose wrapped numbers were promoted and that fails runs again with the
+// numbers as captured, so that the error is the op's own (Note [Wrapped
+// numbers of pointwise ops] in WrappedNumbers.h).
 template <typename Run>
-void runOverArgs(const ReplayArgs* replay, const Stack& args, size_t n, int generatorArg,
-                 const std::optional<SeedReservation>& seed, const Run& run) {
-  if (replay == nullptr) {
-    run(cpuArgs(args, n, generatorArg, seed));
-    return;
-  }
-  if (!replay->promoted()) {
-    run(replay->forRun(args, generatorArg, seed));
+void runOverArgs(const ReplayArgs* replay, const DeferredArgs& deferred, const Stack& args,
+                 size_t n, int generatorArg, const std::optional<SeedReservation>& seed,
+                 const Run& run) {
+  auto eager = [&](bool promote) {
+    Stack s = cpuArgs(args, n, generatorArg, seed);
+    deferred.fill(s, promote);  // See Note [Aliases are made where the kernel runs].
+    return s;
+  };
+  const bool promoted = replay != nullptr ? replay->promoted() : deferred.promotes();
+  auto kernelArgs = [&] {
+    return replay != nullptr ? replay->forRun(args, generatorArg, seed) : eager(true);
+  };
+  if (!promoted) {
+    run(kernelArgs());
     return;
   }
   try {
-    run(replay->forRun(args, generatorArg, seed));
+    run(kernelArgs());
   } catch (const std::exception&) {
-    run(cpuArgs(args, n, generatorArg, seed));
+    run(eager(false));
   }
 }
 
@@ -177,9 +183,13 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 // program's TensorImpl instead made a queued `x + 1` on an empty tensor (no
 // memory, so never "allocated on the stream") write into the shape that a
 // later `unsqueeze_` of its result gave it, and fail.
+bool mayAlias(const at::Tensor& npu, const NPUStream& stream) {
+  return npu.has_storage() && NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream);
+}
+
 at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {
   if (!npu.has_storage()) return npu;
-  if (NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream)) return cpuAlias(npu);
+  if (mayAlias(npu, stream)) return cpuAlias(npu);
   // See Note [Memory held by queued tasks].
   if (npu.storage().data_ptr().get() != nullptr) noteHeldByTask(stream);
   at::Tensor held = at::detail::make_tensor<c10::TensorImpl>(
@@ -232,7 +242,7 @@ at::Generator cpuGenerator(uint64_t seed) { return at::make_generator<at::CPUGen
 // run); nullopt for ops without a Generator argument. See Note [Random
 // numbers are reserved at enqueue].
 std::optional<SeedReservation> reserveOpSeed(const Stack& args, const OpInfo& info,
-                                            c10::DeviceIndex device) {
+                                             c10::DeviceIndex device) {
   if (info.generatorArg < 0) return std::nullopt;
   const IValue& g = args[info.generatorArg];
   return reserveSeed(g.isGenerator() ? std::optional<at::Generator>(g.toGenerator()) : std::nullopt,
@@ -257,14 +267,16 @@ std::exception_ptr OutOpTask::runOutKernel(const Stack& s, bool& kept) const {
     withOut.emplace_back(outs.back());
   }
   std::exception_ptr error;
-  kept = attemptOutKernel([&] {
-    op.redispatchBoxed(kCpuKeys, &withOut);
-    // See Note [Outputs are checked against their metadata].
-    for (size_t i = 0; i < outs.size(); ++i) {
-      if (!sameAlias(outs[i], args[computeArgs + i].toTensor())) return false;
-    }
-    return true;
-  }, &error);
+  kept = attemptOutKernel(
+      [&] {
+        op.redispatchBoxed(kCpuKeys, &withOut);
+        // See Note [Outputs are checked against their metadata].
+        for (size_t i = 0; i < outs.size(); ++i) {
+          if (!sameAlias(outs[i], args[computeArgs + i].toTensor())) return false;
+        }
+        return true;
+      },
+      &error);
   return error;
 }
 
@@ -280,7 +292,7 @@ std::exception_ptr OutOpTask::runOutKernel(const Stack& s, bool& kept) const {
 // it says nothing about the out kernel. (Marking the op there once demoted
 // every later call of it, for the whole process, after one user error.)
 void OutOpTask::operator()() const {
-  runOverArgs(replay.get(), args, computeArgs, generatorArg, seed,
+  runOverArgs(replay.get(), deferred, args, computeArgs, generatorArg, seed,
               [this](Stack s) { run(std::move(s)); });
 }
 
@@ -311,11 +323,11 @@ void OutOpTask::run(Stack s) const {
 // reshaped an output (then the op itself runs; see outVariantBroken). Its
 // warnings are held back until then (Note [Warnings of abandoned out=
 // attempts]).
-bool OpTask::runOutKernel(const Stack& s) const {
+bool OpTask::runOutKernel(const Stack& s, const std::vector<at::Tensor>& outputs) const {
   Stack withOut = s;
   std::vector<at::Tensor> outs;
-  outs.reserve(fresh.size());
-  for (const at::Tensor& f : fresh) {
+  outs.reserve(outputs.size());
+  for (const at::Tensor& f : outputs) {
     outs.push_back(outAlias(f));
     withOut.emplace_back(outs.back());
   }
@@ -323,22 +335,22 @@ bool OpTask::runOutKernel(const Stack& s) const {
     outOp->redispatchBoxed(kCpuKeys, &withOut);
     // See Note [Outputs are checked against their metadata].
     for (size_t i = 0; i < outs.size(); ++i) {
-      if (!sameAlias(outs[i], fresh[i])) return false;
+      if (!sameAlias(outs[i], outputs[i])) return false;
     }
     return true;
   });
 }
 
 // Copies the kernel's fresh results into the outputs allocated for them.
-void OpTask::copyFreshResults(const Stack& s) const {
+void OpTask::copyFreshResults(const Stack& s, const std::vector<at::Tensor>& outputs) const {
   const std::vector<ReturnInfo>& returns = info->returns;
   const char* name = op.schema().name().c_str();
   size_t next = 0;
   // A list result may have another length than its meta twin.
   auto nextOutput = [&]() -> const at::Tensor& {
-    TORCH_CHECK(next < fresh.size(), name, ": the CPU kernel returned more ",
+    TORCH_CHECK(next < outputs.size(), name, ": the CPU kernel returned more ",
                 "tensors than the meta kernel", NPU_ERROR_SUFFIX);
-    return fresh[next++];
+    return outputs[next++];
   };
   for (size_t r = 0; r < returns.size(); ++r) {
     if (returns[r].kind != ReturnKind::kNew) continue;
@@ -352,24 +364,28 @@ void OpTask::copyFreshResults(const Stack& s) const {
       if (f.defined()) copyResult(*info, name, kernelView(f), s[r].toTensor());
     }
   }
-  TORCH_CHECK(next == fresh.size(), name, ": the CPU kernel returned fewer ",
+  TORCH_CHECK(next == outputs.size(), name, ": the CPU kernel returned fewer ",
               "tensors than the meta kernel", NPU_ERROR_SUFFIX);
 }
 
 void OpTask::operator()() const {
-  runOverArgs(replay.get(), args, args.size(), generatorArg, seed,
-              [this](Stack s) { run(std::move(s)); });
+  // See Note [Aliases are made where the kernel runs].
+  const std::vector<at::Tensor> made =
+      deferred.hasOutputs() ? deferred.outputs() : std::vector<at::Tensor>();
+  const std::vector<at::Tensor>& outputs = deferred.hasOutputs() ? made : fresh;
+  runOverArgs(replay.get(), deferred, args, args.size(), generatorArg, seed,
+              [this, &outputs](Stack s) { run(std::move(s), outputs); });
 }
 
-void OpTask::run(Stack s) const {
-  if (outOp.has_value() && runOutKernel(s)) return;
+void OpTask::run(Stack s, const std::vector<at::Tensor>& outputs) const {
+  if (outOp.has_value() && runOutKernel(s, outputs)) return;
   {
     // See Note [Results computed in place of the output].
-    const ResultPlacement placement(fresh);
+    const ResultPlacement placement(outputs);
     op.redispatchBoxed(kCpuKeys, &s);
   }
   if (outOp.has_value()) info->outVariantBroken.store(true, std::memory_order_relaxed);
-  copyFreshResults(s);
+  copyFreshResults(s, outputs);
 }
 
 }  // namespace c10_npu::aten::detail

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "aten/DeferredArgs.h"
 #include "aten/OpArgs.h"
 #include "aten/OpLauncher.h"
 #include "aten/OpPlan.h"
@@ -30,6 +31,11 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 // How a task captures an npu argument: a CPU alias or the tensor itself.
 // See Note [Task captures and memory reuse] in OpTask.cpp. Thread-safe.
 at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream);
+
+// Whether a task on `stream` may capture `npu` (an npu tensor) as a CPU
+// alias rather than by reference: see Note [Task captures and memory reuse]
+// in OpTask.cpp. Thread-safe.
+bool mayAlias(const at::Tensor& npu, const NPUStream& stream);
 
 // Whether a captured argument (after captureForTask) may be destroyed on any
 // thread: it holds nothing but non-owning CPU aliases, wrapped Python
@@ -51,7 +57,7 @@ bool sameAlias(const at::Tensor& out, const at::Tensor& expected);
 // run); nullopt for ops without a Generator argument. See Note [Random
 // numbers are reserved at enqueue]. Thread-safe.
 std::optional<SeedReservation> reserveOpSeed(const Stack& args, const OpInfo& info,
-                                            c10::DeviceIndex device);
+                                             c10::DeviceIndex device);
 
 // A CPU generator that draws the numbers reserved as `seed`. Thread-safe.
 at::Generator cpuGenerator(uint64_t seed);
@@ -94,6 +100,9 @@ struct OutOpTask {
   // Set when the task is recorded into a graph: the compute arguments,
   // prepared once (Note [Replayed op tasks build their arguments once]).
   std::unique_ptr<const ReplayArgs> replay;
+  // Compute arguments taken by value, None in `args` (eager tasks only;
+  // Note [Aliases are made where the kernel runs]).
+  DeferredArgs deferred;
 
   void operator()() const;
 
@@ -109,21 +118,24 @@ struct OutOpTask {
 // results. Runs on an executor; run again at every replay when captured.
 struct OpTask {
   c10::OperatorHandle op;
-  Stack args;                                // captured (captureForTask)
-  std::vector<at::Tensor> fresh;             // CPU aliases of the fresh outputs (lists flattened)
+  Stack args;  // captured (captureForTask)
+  // CPU aliases of the fresh outputs (lists flattened); empty when
+  // `deferred` took them (Note [Aliases are made where the kernel runs]).
+  std::vector<at::Tensor> fresh;
   std::optional<c10::OperatorHandle> outOp;  // set when every fresh output is defined
   int generatorArg;
   std::optional<SeedReservation> seed;
   const OpInfo* info;  // stable: plans are never freed
   // Set when the task is recorded into a graph (as OutOpTask::replay).
   std::unique_ptr<const ReplayArgs> replay;
+  DeferredArgs deferred;  // as OutOpTask::deferred, and the fresh outputs
 
   void operator()() const;
 
  private:
-  void run(Stack s) const;
-  bool runOutKernel(const Stack& s) const;
-  void copyFreshResults(const Stack& s) const;
+  void run(Stack s, const std::vector<at::Tensor>& outputs) const;
+  bool runOutKernel(const Stack& s, const std::vector<at::Tensor>& outputs) const;
+  void copyFreshResults(const Stack& s, const std::vector<at::Tensor>& outputs) const;
 };
 
 }  // namespace c10_npu::aten::detail

@@ -7,83 +7,23 @@
 
 #include "aten/OpLauncher.h"
 #include "aten/OpTask.h"
+#include "aten/WrappedNumbers.h"
 
 namespace c10_npu::aten::detail {
 namespace {
 
-// Note [Wrapped numbers of replayed pointwise ops]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A Python number passed where an op takes a tensor (`x.mul_(1.5)`,
-// `x + 1`) reaches the kernel as a 0-dim "wrapped number" tensor of dtype
-// double (or int64, bool, complex double). PyTorch's pointwise CPU kernels
-// are TensorIterator kernels that promote their inputs to the common dtype:
-// at every call they convert the wrapped number with `.to(common dtype)`,
-// an allocation, a copy kernel and a TensorIterator of its own — for a
-// small op, more than half of its replay. A recorded task does that
-// conversion once, when it is recorded, with the same `.to()`, and keeps the
-// result marked as a wrapped number, so that type promotion treats it as
-// before (a wrapped number contributes its category, not its dtype). The
-// kernel then finds the input in the common dtype and converts nothing. It
-// is done only where the result is the one the kernel would have made:
-//  - the op is tagged pointwise, and every other tensor among its inputs
-//    has one dtype R, which is therefore the common dtype TensorIterator
-//    computes, whatever the default dtype is, provided the wrapped number's
-//    category (bool < integral < floating < complex) is not above R's;
-//  - R is floating or complex, so that an op that computes integers in
-//    floating point (true division) has R as its common dtype too; or the
-//    number converts to R exactly (it converts back to itself), so that any
-//    later conversion of it gives what converting the original would.
-// A pointwise kernel that checks a wrapped number's dtype instead of
-// promoting it (lerp.Tensor, heaviside reject a double weight for float
-// inputs) cannot tell an exact-dtype argument from a promoted one: a
-// replayed call that fails is therefore repeated with the arguments as
-// captured (OpTask.cpp), so that its error is the op's own.
-int category(c10::ScalarType t) {
-  if (t == c10::ScalarType::Bool) return 0;
-  if (c10::isIntegralType(t, /*includeBool=*/false)) return 1;
-  if (c10::isFloatingType(t)) return 2;
-  if (c10::isComplexType(t)) return 3;
-  return 4;  // quantized, bits, ...: never promoted
-}
-
-bool isWrappedNumber(const IValue& v) {
-  return v.isTensor() && v.toTensor().defined() &&
-         v.toTensor().unsafeGetTensorImpl()->is_wrapped_number();
-}
-
-// The one dtype of the op's other tensor inputs, if they have one.
-std::optional<c10::ScalarType> commonInputDtype(const Stack& stack) {
-  std::optional<c10::ScalarType> common;
-  for (const IValue& v : stack) {
-    if (v.isTensorList() || (v.isList() && !v.isIntList() && !v.isDoubleList() &&
-                             !v.isBoolList())) {
-      return std::nullopt;  // tensors in lists: leave the op alone
-    }
-    if (!v.isTensor() || !v.toTensor().defined() || isWrappedNumber(v)) continue;
-    const c10::ScalarType t = v.toTensor().scalar_type();
-    if (common.has_value() && *common != t) return std::nullopt;
-    common = t;
-  }
-  return common;
-}
-
-// See Note [Wrapped numbers of replayed pointwise ops].
+// See Note [Wrapped numbers of pointwise ops] in WrappedNumbers.h.
 // Returns whether it promoted any.
 bool promoteWrappedNumbers(const c10::OperatorHandle& op, Stack& stack) {
-  bool any = false;
-  for (const IValue& v : stack) any |= isWrappedNumber(v);
-  if (!any || !op.hasTag(at::Tag::pointwise)) return false;
-  const std::optional<c10::ScalarType> common = commonInputDtype(stack);
-  if (!common.has_value() || category(*common) > 3) return false;
+  const std::optional<c10::ScalarType> common = pointwisePromotionDtype(op, stack);
+  if (!common.has_value()) return false;
   bool promotedAny = false;
   const c10::ScalarType r = *common;
-  const bool inexactAllowed = c10::isFloatingType(r) || c10::isComplexType(r);
   for (IValue& v : stack) {
-    if (!isWrappedNumber(v)) continue;
+    if (!isWrappedNumber(v) || !promotesTo(v.toTensor().scalar_type(), r)) continue;
     const at::Tensor& number = v.toTensor();
-    if (number.scalar_type() == r || category(number.scalar_type()) > category(r)) continue;
     at::Tensor promoted = number.to(r);
-    if (!inexactAllowed && !at::equal(promoted.to(number.scalar_type()), number)) continue;
+    if (!inexactAllowed(r) && !at::equal(promoted.to(number.scalar_type()), number)) continue;
     promoted.unsafeGetTensorImpl()->set_wrapped_number(true);
     v = IValue(std::move(promoted));
     promotedAny = true;
@@ -130,7 +70,8 @@ Stack ReplayArgs::forRun(const Stack& captured, int generatorArg,
   }
   for (size_t i : perRun_) s[i] = mapTensors(captured[i], cpuAlias, c10::DeviceType::CPU);
   if (generatorArg >= 0 && static_cast<size_t>(generatorArg) < s.size()) {
-    s[generatorArg] = cpuGenerator(seed->resolve());  // per replay (Note [Random numbers of captured ops])
+    s[generatorArg] =
+        cpuGenerator(seed->resolve());  // per replay (Note [Random numbers of captured ops])
   }
   return s;
 }

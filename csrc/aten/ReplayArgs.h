@@ -18,8 +18,8 @@
 //    compares the storage's data pointer and size with the ones the alias
 //    was made for, and makes a fresh alias if they changed: a replay reads
 //    the memory the storage has then, as an eager task would;
-//  - the promotion of wrapped numbers (see Note [Wrapped numbers of replayed
-//    pointwise ops] in ReplayArgs.cpp).
+//  - the promotion of wrapped numbers (see Note [Wrapped numbers of
+//    pointwise ops] in WrappedNumbers.h).
 // A replay then copies the prepared stack (reference counts, no TensorImpl
 // made) and resolves its random seed (Note [Random numbers of captured ops]).
 // Task-group updates record their tasks the same way, so the next replay
@@ -52,8 +52,8 @@ class ReplayArgs {
   Stack forRun(const Stack& captured, int generatorArg,
                const std::optional<SeedReservation>& seed) const;
 
-  // Whether a wrapped number was promoted (Note [Wrapped numbers of replayed
-  // pointwise ops] in ReplayArgs.cpp). Thread-safe.
+  // Whether a wrapped number was promoted (Note [Wrapped numbers of
+  // pointwise ops] in WrappedNumbers.h). Thread-safe.
   bool promoted() const noexcept { return promoted_; }
 
  private:

@@ -7,6 +7,9 @@
 
 #include <ATen/Tensor.h>
 
+#include <cstddef>
+#include <cstdint>
+
 namespace c10_npu {
 
 // A CPU tensor over the same memory, sizes and strides as `npu` (an npu
@@ -35,5 +38,42 @@ namespace c10_npu {
 // device storage does), so an out kernel that resizes its output past it
 // raises instead of writing over the neighbours of a view.
 at::Tensor cpuAlias(const at::Tensor& npu);
+
+// What cpuAlias needs to make the alias later, taken by value: the memory,
+// sizes, strides, offset, dtype and bits of an npu tensor at the time of the
+// snapshot. Made on one thread, turned into an alias on another. Trivially
+// copyable (a task moves it by memcpy), hence a bounded number of
+// dimensions. See Note [Aliases are made where the kernel runs] in
+// csrc/aten/DeferredArgs.h.
+class AliasSnapshot {
+ public:
+  static constexpr size_t kMaxDims = 4;
+
+  // Whether `npu` can be snapshotted: it has memory and at most kMaxDims
+  // dimensions. Thread-safe.
+  static bool possible(const at::Tensor& npu) noexcept;
+
+  // The snapshot of an npu tensor for which possible() holds. Raises as
+  // cpuAlias does if the tensor reaches past its storage. Thread-safe.
+  explicit AliasSnapshot(const at::Tensor& npu);
+
+  // An unset snapshot, only to be assigned (arrays of snapshots).
+  AliasSnapshot() = default;
+
+  // The CPU alias, as cpuAlias(npu) made at the snapshot would be. Only
+  // inside tasks. Thread-safe (const).
+  at::Tensor alias() const;
+
+ private:
+  void* data_;
+  size_t extent_;  // bytes from data_ the tensor reaches
+  int64_t offset_;
+  int64_t sizes_[kMaxDims];
+  int64_t strides_[kMaxDims];
+  caffe2::TypeMeta dtype_;
+  uint8_t dim_;
+  bool conj_;
+  bool neg_;
+};
 
 }  // namespace c10_npu
