@@ -42,6 +42,7 @@
 #include "core/NPUEvent.h"
 #include "core/NPUStream.h"
 #include "npurt/npurt.hpp"
+#include "npurt/npurt_vmm.h"
 
 namespace c10_npu::NPUCachingAllocator::detail {
 
@@ -156,6 +157,8 @@ struct BlockPool {
   BlockPool(bool small, PrivatePool* ownerPool) : isSmall(small), owner(ownerPool) {}
   std::set<Block*, PoolLess> blocks;
   std::set<Block*, UnmappedLess> unmapped;
+  // Physical pages unmapped by empty_virt_addr_cache, for the next maps.
+  std::vector<npuMemGenericAllocationHandle_t> freePhysical;
   const bool isSmall;
   PrivatePool* const owner;  // nullptr for the device's default pools
 };

@@ -390,7 +390,7 @@ void DeviceState::releaseCached(const ReleaseRequest& request) {
     // cover it (generations are never reused).
     if (block->state != BlockState::kCached || block->generation != generation) continue;
     if (block->segment != nullptr) {
-      const npuError_t status = unmapBlock(block);
+      const npuError_t status = unmapBlock(block, request.keepPhysical);
       if (status != npuSuccess && firstError == npuSuccess) firstError = status;
       continue;
     }
@@ -403,6 +403,10 @@ void DeviceState::releaseCached(const ReleaseRequest& request) {
     freeSegment(block);
   }
   releaseEmptyExpandableSegments();
+  if (!request.keepPhysical) {
+    const npuError_t status = releaseCachedPhysical();
+    if (firstError == npuSuccess) firstError = status;
+  }
   for (auto it = privatePools_.begin(); it != privatePools_.end();) {
     const bool unused = it->second->useCount == 0 && it->second->segments == 0;
     it = unused ? privatePools_.erase(it) : std::next(it);

@@ -81,6 +81,10 @@ struct ReleaseRequest {
   // Garbage collection: stop once reserved bytes are at most this many, and
   // take the segments unused the longest first.
   std::optional<size_t> reserveTarget;
+  // empty_virt_addr_cache: unmapped pages of expandable segments stay in
+  // their pool (Note [Expandable segments]); otherwise they, and those kept
+  // before, are released.
+  bool keepPhysical = false;
 };
 
 class DeviceState {
@@ -165,7 +169,10 @@ class DeviceState {
   Block* mapBlock(Block* block, size_t size, const AllocatorConfig& config,
                   const Context& context);
   // Unmaps the whole pages of the cached `block`; the rest stays cached.
-  npuError_t unmapBlock(Block* block);
+  // keepPhysical: their memory goes to the pool's freePhysical.
+  npuError_t unmapBlock(Block* block, bool keepPhysical);
+  // Releases the physical pages every pool keeps (empty_virt_addr_cache's).
+  npuError_t releaseCachedPhysical();
   // Releases the expandable segments with nothing mapped.
   void releaseEmptyExpandableSegments();
   // Changes the address of `block`, also in blocks_.

@@ -41,17 +41,24 @@ ExpandableSegment::~ExpandableSegment() {
   (void)npuMemAddressFree(ptr_, size());
 }
 
-npuError_t ExpandableSegment::map(size_t first, size_t last) {
+npuError_t ExpandableSegment::map(size_t first, size_t last,
+                                  std::vector<npuMemGenericAllocationHandle_t>& cache) {
   const npuMemAllocationProp prop = propOf(device_);
   for (size_t i = first; i < last; ++i) {
     npuMemGenericAllocationHandle_t handle = nullptr;
-    npuError_t status = npuMemCreate(&handle, pageSize_, &prop, 0);
+    npuError_t status = npuSuccess;
+    if (!cache.empty()) {
+      handle = cache.back();
+      cache.pop_back();
+    } else {
+      status = npuMemCreate(&handle, pageSize_, &prop, 0);
+    }
     if (status == npuSuccess) {
       status = npuMemMap(ptr() + i * pageSize_, pageSize_, 0, handle, 0);
       if (status != npuSuccess) (void)npuMemRelease(handle);
     }
     if (status != npuSuccess) {
-      (void)unmap(first, i);  // all or nothing
+      (void)unmap(first, i);  // all or nothing, and the memory released: the device is full
       return status;
     }
     handles_[i] = handle;
@@ -59,12 +66,17 @@ npuError_t ExpandableSegment::map(size_t first, size_t last) {
   return npuSuccess;
 }
 
-npuError_t ExpandableSegment::unmap(size_t first, size_t last) {
+npuError_t ExpandableSegment::unmap(size_t first, size_t last,
+                                    std::vector<npuMemGenericAllocationHandle_t>* cache) {
   npuError_t firstError = npuSuccess;
   for (size_t i = first; i < last; ++i) {
     npuError_t status = npuMemUnmap(ptr() + i * pageSize_, pageSize_);
     if (status == npuSuccess) {
-      status = npuMemRelease(handles_[i]);
+      if (cache != nullptr) {
+        cache->push_back(handles_[i]);  // reserved by the caller: cannot throw
+      } else {
+        status = npuMemRelease(handles_[i]);
+      }
       handles_[i] = nullptr;
     }
     if (status != npuSuccess && firstError == npuSuccess) firstError = status;
@@ -124,7 +136,7 @@ Block* DeviceState::mapBlock(Block* block, size_t size, const AllocatorConfig& c
     return nullptr;  // the per-process fraction, as for a new segment
   }
   const size_t first = static_cast<size_t>(static_cast<char*>(block->ptr) - segment.ptr()) / page;
-  const npuError_t status = segment.map(first, first + bytes / page);
+  const npuError_t status = segment.map(first, first + bytes / page, block->pool->freePhysical);
   if (status == npuErrorMemoryAllocation) return nullptr;
   NPU_CHECK(status);
   BlockPool& pool = *block->pool;
@@ -191,7 +203,7 @@ void DeviceState::rekey(Block* block, void* ptr) {
   blocks_.insert(std::move(node));
 }
 
-npuError_t DeviceState::unmapBlock(Block* block) {
+npuError_t DeviceState::unmapBlock(Block* block, bool keepPhysical) {
   ExpandableSegment& segment = *block->segment;
   const size_t page = segment.pageSize();
   const auto base = reinterpret_cast<uintptr_t>(segment.ptr());
@@ -200,8 +212,12 @@ npuError_t DeviceState::unmapBlock(Block* block) {
   const size_t first = (begin - base + page - 1) / page;
   const size_t last = (end - base) / page;
   if (first >= last) return npuSuccess;  // no whole page
-  if (const npuError_t status = segment.unmap(first, last); status != npuSuccess) return status;
   BlockPool& pool = *block->pool;
+  if (keepPhysical) pool.freePhysical.reserve(pool.freePhysical.size() + (last - first));
+  if (const npuError_t status = segment.unmap(first, last, keepPhysical ? &pool.freePhysical : nullptr);
+      status != npuSuccess) {
+    return status;
+  }
   leavePool(block);
   const uintptr_t unmappedBegin = base + first * page;
   const uintptr_t unmappedEnd = base + last * page;
@@ -237,6 +253,20 @@ npuError_t DeviceState::unmapBlock(Block* block) {
                 nullptr, RecordContext::kAll, poolId(pool));
   }
   return npuSuccess;
+}
+
+npuError_t DeviceState::releaseCachedPhysical() {
+  npuError_t firstError = npuSuccess;
+  std::vector<BlockPool*> pools = {&small_, &large_};
+  for (auto& [id, pool] : privatePools_) pools.insert(pools.end(), {&pool->small, &pool->large});
+  for (BlockPool* pool : pools) {
+    for (npuMemGenericAllocationHandle_t handle : pool->freePhysical) {
+      const npuError_t status = npuMemRelease(handle);
+      if (status != npuSuccess && firstError == npuSuccess) firstError = status;
+    }
+    pool->freePhysical.clear();
+  }
+  return firstError;
 }
 
 void DeviceState::releaseEmptyExpandableSegments() {

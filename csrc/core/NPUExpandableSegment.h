@@ -24,6 +24,10 @@
 //    collection) unmaps the whole pages inside free blocks, after waiting for
 //    the streams that last used them (unmapping, like npuFree, does not wait
 //    for the device); a segment with nothing mapped is released.
+//  - torch_npu's empty_virt_addr_cache unmaps like empty_cache but keeps the
+//    physical pages in the pool (BlockPool::freePhysical) for the next maps;
+//    empty_cache and the out-of-memory retry release them. Cached pages still
+//    take device memory (mem_get_info) but are not reserved_bytes.
 //  - Statistics: reserved_bytes counts mapped bytes; every map is a
 //    num_device_alloc, every unmap a num_device_free; `segment` counts the
 //    expandable segments (one each, however much is mapped). A snapshot
@@ -60,12 +64,16 @@ class ExpandableSegment {
   size_t size() const { return pageSize_ * handles_.size(); }
   size_t pageSize() const { return pageSize_; }
 
-  // Maps pages [first, last), each unmapped. npuErrorMemoryAllocation (the
-  // device is full) leaves nothing of them mapped; returns the status.
-  npuError_t map(size_t first, size_t last);
-  // Unmaps pages [first, last), each mapped, and releases their memory.
-  // The caller waited for the work that used them. Returns the status.
-  npuError_t unmap(size_t first, size_t last);
+  // Maps pages [first, last), each unmapped, taking physical pages from
+  // `cache` (pages of this segment's size) before creating new ones. A
+  // failure (npuErrorMemoryAllocation: the device is full) leaves nothing
+  // of them mapped; returns the status.
+  npuError_t map(size_t first, size_t last, std::vector<npuMemGenericAllocationHandle_t>& cache);
+  // Unmaps pages [first, last), each mapped; their physical memory goes to
+  // `cache` if given (empty_virt_addr_cache), else is released. The caller
+  // waited for the work that used them. Returns the status.
+  npuError_t unmap(size_t first, size_t last,
+                   std::vector<npuMemGenericAllocationHandle_t>* cache = nullptr);
 
  private:
   const c10::DeviceIndex device_;

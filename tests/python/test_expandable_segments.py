@@ -207,3 +207,30 @@ def test_memory_fraction_and_throw_on_npumalloc_oom_apply_to_each_map():
         },
     )
     assert out.split() == ["fraction", "1", "60", "rejected", "1", "True"]
+
+
+def test_empty_virt_addr_cache_keeps_physical_pages_for_the_next_growth(expandable):
+    reserved = torch.npu.memory_reserved()
+    free_before, _ = torch.npu.mem_get_info()
+    maps = stat("num_device_alloc")
+    a = torch.empty(50 * MiB, dtype=torch.uint8, device="npu")
+    del a
+    torch_npu.npu.empty_virt_addr_cache()
+    # Unmapped (not reserved any more) but the pages are kept: still taken.
+    assert torch.npu.memory_reserved() == reserved
+    assert torch.npu.mem_get_info()[0] == free_before - 3 * LARGE_PAGE
+    b = torch.empty(50 * MiB, dtype=torch.uint8, device="npu")  # maps the kept pages again
+    assert torch.npu.mem_get_info()[0] == free_before - 3 * LARGE_PAGE
+    assert stat("num_device_alloc") - maps == 2
+    b.fill_(3)
+    assert bool((b == 3).all())
+    del b
+    torch.npu.empty_cache()  # releases the kept pages too
+    assert torch.npu.memory_reserved() == reserved
+    assert torch.npu.mem_get_info()[0] == free_before
+
+
+def test_empty_virt_addr_cache_needs_expandable_segments():
+    torch.npu.memory._set_allocator_settings("expandable_segments:False")
+    with pytest.raises(RuntimeError, match="please enable expandable_segments"):
+        torch_npu.npu.empty_virt_addr_cache()
