@@ -136,6 +136,7 @@ bench: build
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_sanitizer.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_racecheck.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_distributed.py
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_expandable.py
 
 demo: build
 	$(BUILD)/examples/npurt_demo $(BUILD)/npurt_demo.trace.json

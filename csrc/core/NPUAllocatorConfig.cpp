@@ -178,15 +178,7 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
     } else if (key == "throw_on_npumalloc_oom") {
       out.throwOnMallocOom = parseBool(key, value);
     } else if (key == "expandable_segments") {
-      // A gap, refused rather than ignored: code that relies on segments
-      // growing in place (fragmentation-free large allocations) would
-      // silently behave differently.
-      TORCH_CHECK_VALUE(!parseBool(key, value),
-                        "PYTORCH_NPU_ALLOC_CONF: expandable_segments:True is not supported on the "
-                        "simulated NPU: its runtime has no virtual memory API to grow a segment in "
-                        "place (a gap of this project). Remove the option or set "
-                        "expandable_segments:False.",
-                        NPU_ERROR_SUFFIX);
+      out.expandableSegments = parseBool(key, value);
     } else if (acceptedWithoutEffect(key)) {
       TORCH_CHECK_VALUE(!value.empty(), "PYTORCH_NPU_ALLOC_CONF: ", key,
                         " needs a value, but got ''", NPU_ERROR_SUFFIX);

@@ -21,9 +21,9 @@
 //                                     (1.0 if unset) of the capacity is refused at
 //                                     once, without releasing the cache and retrying
 //                                     (counted in num_oom_rejections), as torch_npu
-//   expandable_segments:<True|False>  False is accepted; True is refused: the
-//                                     simulated runtime has no virtual memory to
-//                                     grow a segment in place (a gap, see README)
+//   expandable_segments:<True|False>  True: new segments are expandable (Note
+//                                     [Expandable segments]): one per stream and
+//                                     pool, grown by mapping pages at its end
 // torch_npu's hardware tuning options (page_size, segment_size_mb,
 // roundup_power2_divisions, pinned_* ...) are accepted without effect
 // (warned once). PYTORCH_ALLOC_CONF is read when PYTORCH_NPU_ALLOC_CONF is
@@ -55,6 +55,8 @@ struct AllocatorConfig {
   bool throwOnMallocOom = false;
   // Initial per-process memory fraction of every device; < 0: not set.
   double perProcessMemoryFraction = -1.0;
+  // New segments are expandable segments (Note [Expandable segments]).
+  bool expandableSegments = false;
 };
 
 // Parses `conf` on top of `base` (options not named keep base's values).

@@ -23,6 +23,9 @@
 //  - Only whole free segments go back to npurt (empty_cache, the
 //    out-of-memory retry, garbage collection); a free piece of a split
 //    segment is "inactive_split" memory, which cannot be released.
+//  - With expandable_segments:True, segments grow instead (Note [Expandable
+//    segments] in NPUExpandableSegment.h): their blocks split like small
+//    ones, and their free whole pages can be released.
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -32,12 +35,14 @@
 #include <memory>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUEvent.h"
 #include "core/NPUStream.h"
 #include "npurt/npurt.hpp"
+#include "npurt/npurt_vmm.h"
 
 namespace c10_npu::NPUCachingAllocator::detail {
 
@@ -83,9 +88,11 @@ enum class BlockState : uint8_t {
   kPending,    // freed; waits for its events
   kCached,     // free, in its pool
   kLeaked,     // an event could not be recorded: never reused (stays reserved)
+  kUnmapped,   // addresses of an expandable segment with nothing mapped (pool's `unmapped`)
 };
 
 struct BlockPool;
+class ExpandableSegment;  // NPUExpandableSegment.h
 
 // A piece of a segment. All fields are guarded by the device mutex, except
 // the events of a kPending block taken out of the pending list by
@@ -106,6 +113,9 @@ struct Block {
   uint64_t generation = 0;      // device-unique, new each time it enters the pool
   int gcAge = 0;                // allocations since it entered the pool (garbage collection)
   bool oversize = false;        // allocated while size >= max_split_size (oversize_allocations)
+  // The expandable segment it is a piece of (Note [Expandable segments]);
+  // nullptr for a segment of one npuMalloc.
+  ExpandableSegment* segment = nullptr;
   std::vector<StreamUse> uses;  // recordStream'd streams
   std::vector<std::shared_ptr<RawEvent>> rawEvents;  // direct records
   std::vector<NPUEvent> queuedEvents;                // records through the task queue
@@ -130,12 +140,25 @@ struct PoolLess {
   bool operator()(const Key& a, const Block* b) const { return a < key(b); }
 };
 
+// Order of unmapped blocks: allocation stream, then address (the lowest
+// address of a stream first, Note [Expandable segments]).
+struct UnmappedLess {
+  static std::pair<c10::StreamId, uintptr_t> key(const Block* b) {
+    return {b->stream, reinterpret_cast<uintptr_t>(b->ptr)};
+  }
+  bool operator()(const Block* a, const Block* b) const { return key(a) < key(b); }
+};
+
 struct PrivatePool;
 
-// The free (kCached) blocks of one size class of one owner.
+// The free (kCached) blocks of one size class of one owner, and the
+// unmapped (kUnmapped) address ranges of its expandable segments.
 struct BlockPool {
   BlockPool(bool small, PrivatePool* ownerPool) : isSmall(small), owner(ownerPool) {}
   std::set<Block*, PoolLess> blocks;
+  std::set<Block*, UnmappedLess> unmapped;
+  // Physical pages unmapped by empty_virt_addr_cache, for the next maps.
+  std::vector<npuMemGenericAllocationHandle_t> freePhysical;
   const bool isSmall;
   PrivatePool* const owner;  // nullptr for the device's default pools
 };
@@ -169,6 +192,22 @@ struct PrivatePool {
 // The id of a pool's owner; {0, 0} for the default pools.
 inline c10::MempoolId_t poolId(const BlockPool& pool) {
   return pool.owner != nullptr ? pool.owner->id : c10::MempoolId_t{0, 0};
+}
+
+// Index of the aggregate in a c10 StatArray.
+constexpr size_t kAggregateStat = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+// Adds `delta` to the stats of `types`. Caller holds the device lock.
+inline void updateStat(c10::CachingAllocator::StatArray& stat,
+                       const c10::CachingAllocator::StatTypes& types, int64_t delta) {
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!types[i]) continue;
+    if (delta >= 0) {
+      stat[i].increase(static_cast<size_t>(delta));
+    } else {
+      stat[i].decrease(static_cast<size_t>(-delta));
+    }
+  }
 }
 
 // c10 stat indices of a pool: the aggregate and its size class.

@@ -91,6 +91,12 @@ void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
 // them first. Thread-safe.
 void emptyCache(c10::MempoolId_t pool = {0, 0});
 
+// torch_npu's emptyVirtAddrCache: as emptyCache for the expandable segments
+// of the default pools, but their physical pages are kept for later maps
+// (Note [Expandable segments]); raises unless expandable_segments is on.
+// Thread-safe.
+void emptyVirtAddrCache();
+
 // Note [Memory held by queued tasks]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Layers above may hold allocated blocks that are as good as free: the op

@@ -237,6 +237,15 @@ void emptyCache(c10::MempoolId_t pool) {
   }
 }
 
+void emptyVirtAddrCache() {
+  TORCH_CHECK(allocatorConfig().expandableSegments,
+              "Unsupported config for empty_virt_addr_cache, please enable expandable_segments.",
+              NPU_ERROR_SUFFIX);
+  detail::ReleaseRequest request;
+  request.keepPhysical = true;
+  for (const auto& state : allocator().devices()) state->releaseCached(request);
+}
+
 void registerFreeMemoryCallback(FreeMemoryCallback callback) {
   TORCH_CHECK(callback != nullptr, "registerFreeMemoryCallback: null callback", NPU_ERROR_SUFFIX);
   std::lock_guard<std::mutex> lock(detail::callbacks().mutex);

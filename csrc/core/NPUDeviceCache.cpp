@@ -16,21 +16,16 @@
 namespace c10_npu::NPUCachingAllocator::detail {
 namespace {
 
-using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatTypes;
 
-void update(StatArray& stat, const StatTypes& types, int64_t delta) {
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (!types[i]) continue;
-    if (delta >= 0) {
-      stat[i].increase(static_cast<size_t>(delta));
-    } else {
-      stat[i].decrease(static_cast<size_t>(-delta));
-    }
-  }
-}
+constexpr size_t kAggregate = kAggregateStat;
 
-constexpr size_t kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+// inactive_split: free pieces of split segments, which cannot be released.
+// Not those of expandable segments, whose free pages can (Note [Expandable
+// segments]).
+bool countsAsInactiveSplit(const Block& block) {
+  return block.isSplit() && block.segment == nullptr;
+}
 
 }  // namespace
 
@@ -57,6 +52,12 @@ Block* DeviceState::takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t 
     for (Block* b : pool.blocks) ++b->gcAge;
   }
   auto it = pool.blocks.lower_bound(PoolLess::Key{stream, size, 0});
+  // Expandable segments turned off after some were made: new blocks come
+  // from npuMalloc'd segments only, as in CUDA.
+  while (!config.expandableSegments && it != pool.blocks.end() && (*it)->stream == stream &&
+         (*it)->segment != nullptr) {
+    ++it;
+  }
   if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
   Block* block = *it;
   // Oversize blocks (never split) serve only oversize requests, and only
@@ -90,8 +91,8 @@ Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t 
   Block* block = owned.get();
   blocks_.emplace(ptr, std::move(owned));
   const StatTypes types = statTypes(pool);
-  update(stats_.segment, types, 1);
-  update(stats_.reserved_bytes, types, static_cast<int64_t>(bytes));
+  updateStat(stats_.segment, types, 1);
+  updateStat(stats_.reserved_bytes, types, static_cast<int64_t>(bytes));
   if (bytes >= config.maxSplitSize) {
     stats_.oversize_segments.increase(1);
     oversizeSegments_.insert(ptr);
@@ -108,13 +109,16 @@ Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t 
 void DeviceState::splitFor(Block* block, size_t size, const AllocatorConfig& config) {
   const size_t rest = block->size - size;
   const bool noSplit = block->pool->owner != nullptr && block->pool->owner->options.noSplit;
-  const bool split = !noSplit && (block->pool->isSmall
-                                      ? rest >= kMinBlockSize
-                                      : size < config.maxSplitSize && rest > kSmallSize);
+  // Note [Expandable segments]: their blocks split like small ones.
+  const bool split =
+      !noSplit && (block->pool->isSmall || block->segment != nullptr
+                       ? rest >= kMinBlockSize
+                       : size < config.maxSplitSize && rest > kSmallSize);
   if (!split) return;
   void* restPtr = static_cast<char*>(block->ptr) + size;
   auto owned = std::make_unique<Block>(device_, block->stream, rest, restPtr, block->pool);
   Block* remainder = owned.get();
+  remainder->segment = block->segment;
   remainder->segmentContext = block->segmentContext;
   blocks_.emplace(restPtr, std::move(owned));
   remainder->prev = block;
@@ -136,11 +140,11 @@ void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorC
   }
   const StatTypes types = statTypes(*block->pool);
   const auto size = static_cast<int64_t>(block->size);
-  update(stats_.allocation, types, 1);
-  update(stats_.allocated_bytes, types, size);
-  update(stats_.active, types, 1);
-  update(stats_.active_bytes, types, size);
-  update(stats_.requested_bytes, types, static_cast<int64_t>(requested));
+  updateStat(stats_.allocation, types, 1);
+  updateStat(stats_.allocated_bytes, types, size);
+  updateStat(stats_.active, types, 1);
+  updateStat(stats_.active_bytes, types, size);
+  updateStat(stats_.requested_bytes, types, static_cast<int64_t>(requested));
   block->oversize = block->size >= config.maxSplitSize;
   if (block->oversize) stats_.oversize_allocations.increase(1);
 }
@@ -149,7 +153,11 @@ Block* DeviceState::tryAllocate(size_t size, const NPUStream& stream,
                                 const AllocatorConfig& config, const Context& context) {
   BlockPool& pool = poolFor(size, stream);
   Block* block = takeFreeBlock(pool, stream.id(), size, config);
-  if (block == nullptr) block = mallocSegment(pool, stream.id(), size, config, context);
+  if (block == nullptr) {
+    block = useExpandable(pool, config)
+                ? tryAllocateExpandable(pool, stream.id(), size, config, context)
+                : mallocSegment(pool, stream.id(), size, config, context);
+  }
   if (block != nullptr) splitFor(block, size, config);
   return block;
 }
@@ -247,19 +255,19 @@ void DeviceState::enterPool(Block* block) {
   block->state = BlockState::kCached;
   block->generation = nextGeneration_++;
   block->pool->blocks.insert(block);
-  if (block->isSplit()) {
+  if (countsAsInactiveSplit(*block)) {
     const StatTypes types = statTypes(*block->pool);
-    update(stats_.inactive_split, types, 1);
-    update(stats_.inactive_split_bytes, types, static_cast<int64_t>(block->size));
+    updateStat(stats_.inactive_split, types, 1);
+    updateStat(stats_.inactive_split_bytes, types, static_cast<int64_t>(block->size));
   }
 }
 
 void DeviceState::leavePool(Block* block) {
   block->pool->blocks.erase(block);
-  if (block->isSplit()) {
+  if (countsAsInactiveSplit(*block)) {
     const StatTypes types = statTypes(*block->pool);
-    update(stats_.inactive_split, types, -1);
-    update(stats_.inactive_split_bytes, types, -static_cast<int64_t>(block->size));
+    updateStat(stats_.inactive_split, types, -1);
+    updateStat(stats_.inactive_split_bytes, types, -static_cast<int64_t>(block->size));
   }
 }
 
@@ -289,9 +297,9 @@ void DeviceState::freeBlock(Block* block) {
   }
   block->context.reset();
   const StatTypes types = statTypes(*block->pool);
-  update(stats_.active, types, -1);
-  update(stats_.active_bytes, types, -static_cast<int64_t>(block->size));
-  update(stats_.requested_bytes, types, -static_cast<int64_t>(block->requested));
+  updateStat(stats_.active, types, -1);
+  updateStat(stats_.active_bytes, types, -static_cast<int64_t>(block->size));
+  updateStat(stats_.requested_bytes, types, -static_cast<int64_t>(block->requested));
   block->requested = 0;
   for (Block* neighbour : {block->prev, block->next}) {
     if (neighbour == nullptr || neighbour->state != BlockState::kCached) continue;
@@ -319,10 +327,12 @@ std::vector<std::pair<void*, uint64_t>> DeviceState::releaseCandidates(
       }
     }
   }
+  // Whole free segments, and free blocks of expandable segments (their
+  // whole pages are unmapped).
   std::vector<Block*> whole;
   for (BlockPool* pool : pools) {
     for (Block* block : pool->blocks) {
-      if (!block->isSplit()) whole.push_back(block);
+      if (!block->isSplit() || block->segment != nullptr) whole.push_back(block);
     }
   }
   if (request.reserveTarget.has_value()) {
@@ -348,8 +358,8 @@ void DeviceState::freeSegment(Block* block) {
   }
   leavePool(block);
   const StatTypes types = statTypes(*block->pool);
-  update(stats_.segment, types, -1);
-  update(stats_.reserved_bytes, types, -static_cast<int64_t>(block->size));
+  updateStat(stats_.segment, types, -1);
+  updateStat(stats_.reserved_bytes, types, -static_cast<int64_t>(block->size));
   ++stats_.num_device_free;
   if (oversizeSegments_.erase(block->ptr) != 0) stats_.oversize_segments.decrease(1);
   if (block->pool->owner != nullptr) --block->pool->owner->segments;
@@ -378,16 +388,24 @@ void DeviceState::releaseCached(const ReleaseRequest& request) {
     Block* block = it->second.get();
     // Reused, split or merged since the snapshot: the wait above does not
     // cover it (generations are never reused).
-    if (block->state != BlockState::kCached || block->generation != generation ||
-        block->isSplit()) {
+    if (block->state != BlockState::kCached || block->generation != generation) continue;
+    if (block->segment != nullptr) {
+      const npuError_t status = unmapBlock(block, request.keepPhysical);
+      if (status != npuSuccess && firstError == npuSuccess) firstError = status;
       continue;
     }
+    if (block->isSplit()) continue;
     const npuError_t status = segmentFree(*block);
     if (status != npuSuccess) {
       if (firstError == npuSuccess) firstError = status;
       continue;  // keep the block: it is still ours
     }
     freeSegment(block);
+  }
+  releaseEmptyExpandableSegments();
+  if (!request.keepPhysical) {
+    const npuError_t status = releaseCachedPhysical();
+    if (firstError == npuSuccess) firstError = status;
   }
   for (auto it = privatePools_.begin(); it != privatePools_.end();) {
     const bool unused = it->second->useCount == 0 && it->second->segments == 0;

@@ -3,6 +3,7 @@
 //
 // Files of the allocator, by concept:
 //   NPUBlockPool.h/.cpp       blocks, segments, pools; sizes and splitting rules
+//   NPUExpandableSegment.h/.cpp  expandable segments: growth by mapping, shrinking
 //   NPUDeviceCache.cpp        allocate, split, merge, release, garbage collection
 //   NPUAllocatorStats.cpp     statistics, the memory fraction, the out-of-memory message
 //   NPUPrivatePools.cpp       private pools (graph capture, MemPool)
@@ -32,6 +33,7 @@
 #include "core/NPUAllocatorConfig.h"
 #include "core/NPUBlockPool.h"
 #include "core/NPUCachingAllocator.h"
+#include "core/NPUExpandableSegment.h"
 #include "core/NPUMemoryHistory.h"
 
 namespace c10_npu::NPUCachingAllocator::detail {
@@ -79,6 +81,10 @@ struct ReleaseRequest {
   // Garbage collection: stop once reserved bytes are at most this many, and
   // take the segments unused the longest first.
   std::optional<size_t> reserveTarget;
+  // empty_virt_addr_cache: unmapped pages of expandable segments stay in
+  // their pool (Note [Expandable segments]); otherwise they, and those kept
+  // before, are released.
+  bool keepPhysical = false;
 };
 
 class DeviceState {
@@ -148,6 +154,29 @@ class DeviceState {
   void enterPool(Block* block);
   void leavePool(Block* block);
   void freeSegment(Block* block);
+  // NPUExpandableSegment.cpp (Note [Expandable segments]), lock held.
+  bool useExpandable(const BlockPool& pool, const AllocatorConfig& config) const;
+  // A block of at least `size` bytes taken out of `pool`, grown from (or in a
+  // new) expandable segment of `stream`; nullptr if out of memory.
+  Block* tryAllocateExpandable(BlockPool& pool, c10::StreamId stream, size_t size,
+                               const AllocatorConfig& config, const Context& context);
+  // The lowest block of `stream` from which free and unmapped blocks reach
+  // `size` bytes, in a new segment if needed; nullptr if none can.
+  Block* findExpandableBlock(BlockPool& pool, c10::StreamId stream, size_t size);
+  // Maps the first `size` bytes (rounded to pages) of the unmapped `block`,
+  // merges them with free neighbours into a cached block and returns it;
+  // nullptr if out of memory.
+  Block* mapBlock(Block* block, size_t size, const AllocatorConfig& config,
+                  const Context& context);
+  // Unmaps the whole pages of the cached `block`; the rest stays cached.
+  // keepPhysical: their memory goes to the pool's freePhysical.
+  npuError_t unmapBlock(Block* block, bool keepPhysical);
+  // Releases the physical pages every pool keeps (empty_virt_addr_cache's).
+  npuError_t releaseCachedPhysical();
+  // Releases the expandable segments with nothing mapped.
+  void releaseEmptyExpandableSegments();
+  // Changes the address of `block`, also in blocks_.
+  void rekey(Block* block, void* ptr);
   // NPUPrivatePools.cpp: a segment's memory from npurt or the pool's own
   // allocator (Note [Pluggable allocators]); nullptr with the status on failure.
   void* segmentMalloc(const BlockPool& pool, c10::StreamId stream, size_t bytes,
@@ -170,6 +199,7 @@ class DeviceState {
   std::mutex mutex_;
   std::unordered_map<void*, std::unique_ptr<Block>> blocks_;  // every block of every segment
   std::unordered_set<void*> oversizeSegments_;  // bases of segments counted in oversize_segments
+  std::vector<std::unique_ptr<ExpandableSegment>> expandable_;  // Note [Expandable segments]
   BlockPool small_{true, nullptr};
   BlockPool large_{false, nullptr};
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> privatePools_;

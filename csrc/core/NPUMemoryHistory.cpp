@@ -124,15 +124,21 @@ void DeviceState::snapshotSegments(std::vector<SegmentInfo>& out) {
   const size_t first = out.size();
   for (const auto& [ptr, owned] : blocks_) {
     const Block* head = owned.get();
-    if (head->prev != nullptr) continue;  // not the first piece of a segment
+    // The first piece of a segment; of an expandable one, the first piece of
+    // each mapped range (Note [Expandable segments]), as CUDA reports them.
+    const auto mapped = [](const Block* b) {
+      return b != nullptr && b->state != BlockState::kUnmapped;
+    };
+    if (!mapped(head) || mapped(head->prev)) continue;
     SegmentInfo seg;
+    seg.isExpandable = head->segment != nullptr;
     seg.device = device_;
     seg.address = reinterpret_cast<uintptr_t>(head->ptr);
     seg.stream = head->stream;
     seg.isLarge = !head->pool->isSmall;
     if (head->pool->owner != nullptr) seg.pool = head->pool->owner->id;
     seg.context = head->segmentContext;
-    for (const Block* b = head; b != nullptr; b = b->next) {
+    for (const Block* b = head; mapped(b); b = b->next) {
       BlockInfo info;
       info.address = reinterpret_cast<uintptr_t>(b->ptr);
       info.size = b->size;

@@ -75,6 +75,7 @@ struct SegmentInfo {
   size_t requestedSize = 0;
   c10::StreamId stream = 0;  // the allocation stream of every block
   bool isLarge = false;
+  bool isExpandable = false;    // one mapped range of an expandable segment
   c10::MempoolId_t pool{0, 0};  // {0, 0}: the default pools
   std::shared_ptr<c10::GatheredContext> context;  // of the segment's creation
   std::vector<BlockInfo> blocks;                  // by address
@@ -82,7 +83,7 @@ struct SegmentInfo {
 
 struct TraceEntry {
   // "alloc", "free_requested", "free_completed", "segment_alloc",
-  // "segment_free", "oom" or "snapshot".
+  // "segment_free", "segment_map", "segment_unmap", "oom" or "snapshot".
   const char* action = "";
   c10::DeviceIndex device = 0;
   uintptr_t address = 0;  // for oom: the device's free bytes (CUDA's device_free)

@@ -156,6 +156,13 @@ void initMemory(py::module_& m) {
         alloc::emptyCache(poolId(id));
       },
       py::arg("mempool_id") = PoolId{0, 0}, py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_npu_emptyVirtAddrCache",
+      [] {
+        aten::detail::releaseDeferred();  // as _npu_emptyCache
+        alloc::emptyVirtAddrCache();
+      },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_npu_resetPeakMemoryStats",
         [](int64_t d) { alloc::resetPeakStats(checkedDeviceIndex(d)); });
   m.def("_npu_resetAccumulatedMemoryStats",

@@ -119,7 +119,7 @@ py::dict memorySnapshot() {
     s["stream"] = seg.stream;
     s["segment_type"] = seg.isLarge ? "large" : "small";
     s["segment_pool_id"] = py::make_tuple(seg.pool.first, seg.pool.second);
-    s["is_expandable"] = false;
+    s["is_expandable"] = seg.isExpandable;
     s["frames"] = frames.of(seg.context);
     py::list blocks;
     for (const auto& block : seg.blocks) {

@@ -297,7 +297,6 @@ def test_allocator_settings_max_split_size():
     ("max_split_size_mb:4", "max_split_size_mb must be > 20, but got 4"),
     ("garbage_collection_threshold:2", r"garbage_collection_threshold must be in \(0.0, 1.0\), but got 2"),
     ("expandable_segments:yes", "expandable_segments expects True or False, but got 'yes'"),
-    ("expandable_segments:True", "expandable_segments:True is not supported on the simulated NPU"),
     ("throw_on_npumalloc_oom:maybe", "throw_on_npumalloc_oom expects True or False, but got 'maybe'"),
     ("max_non_split_rounding_mb:-3", "max_non_split_rounding_mb expects a whole number of MiB"),
     ("no_such_option:1", "Unrecognized key 'no_such_option'"),

@@ -18,7 +18,7 @@ from .. import _C
 from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot
 from ._mem_pool import MemPool, use_mem_pool
 from ._pluggable_allocator import NPUPluggableAllocator, _get_current_allocator, change_current_allocator
-from .utils import _checked_index, _lazy_init, current_stream
+from .utils import _checked_index, _lazy_init, current_stream, is_initialized
 
 __all__ = [
     "MemPool",
@@ -28,6 +28,7 @@ __all__ = [
     "caching_allocator_delete",
     "change_current_allocator",
     "empty_cache",
+    "empty_virt_addr_cache",
     "get_allocator_backend",
     "get_per_process_memory_fraction",
     "host_empty_cache",
@@ -142,6 +143,19 @@ def empty_cache() -> None:
     """
     _lazy_init()
     _C._npu_emptyCache()
+
+
+def empty_virt_addr_cache() -> None:
+    r"""A lighter :func:`empty_cache` for expandable segments (torch_npu's).
+
+    Unmaps the free pages of expandable segments, as :func:`empty_cache`
+    does, but keeps their physical memory for the segments' next growth
+    instead of releasing it: it leaves ``memory_reserved()`` but still takes
+    device memory (:func:`mem_get_info`) until :func:`empty_cache`.
+    Raises ``RuntimeError`` unless ``expandable_segments:True`` is in force.
+    """
+    if is_initialized():
+        _C._npu_emptyVirtAddrCache()
 
 
 def mem_get_info(device: _DeviceLike = None) -> Tuple[int, int]:

@@ -4,10 +4,11 @@
 // Note [Handle encoding]
 // ~~~~~~~~~~~~~~~~~~~~~~
 // A handle is not a pointer: it is `tag | id`, with a per-type tag in the top
-// 16 bits (kStreamTag, kEventTag, kGraphTag, kGraphExecTag) and the id (1, 2, ..., never reused)
-// below. Tagged values are non-canonical addresses, so a handle that someone dereferences faults at
-// once, and a stream handle passed as an event (or any garbage) fails the lookup instead of
-// reaching an object.
+// 16 bits (kStreamTag, kEventTag, kGraphTag, kGraphExecTag, kMemHandleTag)
+// and the id (1, 2, ..., never reused) below. Tagged values are non-canonical
+// addresses, so a handle that someone dereferences faults at once, and a
+// stream handle passed as an event (or any garbage) fails the lookup instead
+// of reaching an object.
 //
 // Hot-path lookup: each thread caches its last successful lookup per type
 // (id, epoch, strong reference). The cache is valid while the registry's
@@ -38,6 +39,7 @@ constexpr uint64_t kEventTag = uint64_t{0x4556} << 48;      // "EV"
 constexpr uint64_t kGraphTag = uint64_t{0x4752} << 48;      // "GR"
 constexpr uint64_t kGraphExecTag = uint64_t{0x4758} << 48;  // "GX"
 constexpr uint64_t kDeferredTag = uint64_t{0x4452} << 48;   // "DR"
+constexpr uint64_t kMemHandleTag = uint64_t{0x4D48} << 48;  // "MH": npuMemCreate
 
 template <typename T>
 class HandleRegistry {

@@ -79,11 +79,19 @@ const char* kindName(npuMemcpyKind kind) {
 
 }  // namespace
 
+Allocation::Allocation(int deviceIndex, uint64_t reservationId, std::vector<MappedPiece> runPieces)
+    : base(reinterpret_cast<void*>(runPieces.front().begin)),
+      size(runPieces.back().begin + runPieces.back().size - runPieces.front().begin),
+      device(deviceIndex),
+      reservation(reservationId),
+      pieces(std::move(runPieces)) {}
+
 Allocation::~Allocation() {
+  if (used_ == nullptr) return;  // a run: its pieces unmap themselves
   std::free(base);
-  // relaxed: the counter is a statistic and a limit; the CAS in allocate()
-  // needs no ordering with the memory itself.
-  used_.fetch_sub(size, std::memory_order_relaxed);
+  // relaxed: the counter is a statistic and a limit; the CAS in
+  // reserveCapacity() needs no ordering with the memory itself.
+  used_->fetch_sub(size, std::memory_order_relaxed);
 }
 
 bool Allocation::contains(const void* p, size_t count) const noexcept {
@@ -93,9 +101,8 @@ bool Allocation::contains(const void* p, size_t count) const noexcept {
   return q >= begin && q - begin <= size && count <= size - (q - begin);
 }
 
-npuError_t MemoryManager::allocate(int device, size_t size, size_t capacity,
-                                   std::atomic<size_t>& used, void** out, const char* function) {
-  // Reserve capacity first (see memory.h).
+npuError_t reserveCapacity(int device, size_t size, size_t capacity, std::atomic<size_t>& used,
+                           const char* function) {
   size_t current = used.load(std::memory_order_relaxed);
   do {
     if (size > capacity - current) {
@@ -105,6 +112,16 @@ npuError_t MemoryManager::allocate(int device, size_t size, size_t capacity,
                       " of " + std::to_string(capacity) + " bytes free");
     }
   } while (!used.compare_exchange_weak(current, current + size, std::memory_order_relaxed));
+  return npuSuccess;
+}
+
+npuError_t MemoryManager::allocate(int device, size_t size, size_t capacity,
+                                   std::atomic<size_t>& used, void** out, const char* function) {
+  // Reserve capacity first (see memory.h).
+  if (const npuError_t s = reserveCapacity(device, size, capacity, used, function);
+      s != npuSuccess) {
+    return s;
+  }
 
   size_t rounded = 0;
   void* base = roundUp(size, rounded) ? std::aligned_alloc(kAlignment, rounded) : nullptr;
@@ -136,6 +153,12 @@ npuError_t MemoryManager::free(void* ptr, const char* function) {
       lock.unlock();
       return fail(npuErrorInvalidDevicePointer, function,
                   describe(ptr) + " is not the start of a live device allocation");
+    }
+    if (it->second->mapped()) {
+      lock.unlock();
+      return fail(npuErrorInvalidDevicePointer, function,
+                  describe(ptr) + " is mapped virtual memory (npuMemMap): unmap it with "
+                                  "npuMemUnmap instead of freeing it");
     }
     victim = std::move(it->second);
     device_.erase(it);

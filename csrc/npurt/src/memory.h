@@ -12,6 +12,12 @@
 // before the host allocation (so two racing npuMalloc calls cannot both pass
 // the limit) and returned by ~Allocation.
 //
+// Mapped virtual memory (Note [Virtual memory] in csrc/npurt/README.md) is
+// in the same map, one Allocation per run of adjacent mappings of one
+// reservation, so that a copy may span mappings; the run holds its mappings
+// (MappedPiece::hold) and frees nothing itself. Runs are immutable too: a
+// map or unmap replaces the runs it touches.
+//
 // Pinned host memory (npuMallocHost, npuHostRegister) is only bookkeeping:
 // a second ordered map of ranges, used by npuPointerGetAttributes.
 //
@@ -26,29 +32,53 @@
 #include <memory>
 #include <shared_mutex>
 #include <string_view>
+#include <vector>
 
 #include "npurt/npurt.h"
 
 namespace npurt::internal {
 
-// One device allocation. Immutable after construction.
+// One mapping of a run of mapped memory: its range and what keeps it mapped
+// (the vmm Mapping, type-erased so that this file needs no vmm header).
+struct MappedPiece {
+  uintptr_t begin;
+  size_t size;
+  std::shared_ptr<const void> hold;
+};
+
+// One device allocation, or one run of mapped memory. Immutable after
+// construction.
 struct Allocation {
+  // npuMalloc memory: the destructor frees it and returns the capacity.
   Allocation(void* basePtr, size_t bytes, int deviceIndex, std::atomic<size_t>& used) noexcept
-      : base(basePtr), size(bytes), device(deviceIndex), used_(used) {}
+      : base(basePtr), size(bytes), device(deviceIndex), used_(&used) {}
+  // A run of adjacent mappings of reservation `reservationId` (> 0), by
+  // address; the destructor only lets go of them.
+  Allocation(int deviceIndex, uint64_t reservationId, std::vector<MappedPiece> runPieces);
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
-  ~Allocation();  // frees the bytes and returns the capacity
+  ~Allocation();
 
   // True if [p, p + count) lies inside this allocation.
   bool contains(const void* p, size_t count) const noexcept;
+  // True for a run of mapped memory.
+  bool mapped() const noexcept { return reservation != 0; }
 
   void* const base;
   const size_t size;
   const int device;
+  const uint64_t reservation = 0;       // 0 for npuMalloc memory
+  const std::vector<MappedPiece> pieces;  // a run's mappings, by address
 
  private:
-  std::atomic<size_t>& used_;  // the device's allocated-bytes counter
+  std::atomic<size_t>* const used_ = nullptr;  // npuMalloc: the device's allocated-bytes counter
 };
+
+// Takes `size` bytes of a device's capacity (see above): `used` is its
+// allocated-bytes counter. npuErrorMemoryAllocation (message set) if they
+// are not free. Thread-safe.
+npuError_t reserveCapacity(int device, size_t size, size_t capacity, std::atomic<size_t>& used,
+                           const char* function);
 
 // The result of checking a copy or memset: the allocations it touches (null
 // for a host side), which an asynchronous task keeps alive.
@@ -82,6 +112,17 @@ class MemoryManager {
   npuError_t hostUnregister(void* ptr, const char* function);
 
   void attributes(const void* ptr, npuPointerAttributes& out) const;
+
+  // --- vmm/mapped_runs.cpp: Note [Virtual memory] ---
+  // Adds `piece` (on `device`, of reservation `reservationId`) as mapped
+  // memory, merged with the runs of that reservation that touch it. Returns
+  // the runs it replaced: drop them after every lock is released (their
+  // mappings' destructors take a lock).
+  std::vector<std::shared_ptr<Allocation>> addMapped(MappedPiece piece, int device,
+                                                     uint64_t reservationId);
+  // Removes [begin, begin + size), whole pieces of one run (the caller
+  // checked), splitting the run. Returns the run it replaced (as above).
+  std::vector<std::shared_ptr<Allocation>> removeMapped(uintptr_t begin, size_t size);
 
  private:
   struct HostRange {

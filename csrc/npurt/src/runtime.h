@@ -32,6 +32,7 @@
 #include "executor.h"
 #include "handle_registry.h"
 #include "memory.h"
+#include "vmm/virtual_memory.h"
 #include "npurt/npurt.h"
 #include "stream.h"
 #include "trace.h"
@@ -123,6 +124,7 @@ class Runtime {
   // npuEventRecordDeferred's versions, until npuEventCompleteDeferred.
   HandleRegistry<EventRecordTask> deferredRecords{kDeferredTag};
   MemoryManager memory;
+  VirtualMemory vm;  // npuMemAddressReserve & co. (Note [Virtual memory])
   Trace trace;
   std::atomic<uint32_t> globalDelayUs{0};  // npuSetTaskDelay; relaxed everywhere
 

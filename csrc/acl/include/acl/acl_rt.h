@@ -60,8 +60,43 @@ typedef enum aclrtMemAttr {
   ACL_DDR_MEM_P2P_HUGE = 6,
   ACL_DDR_MEM_P2P_NORMAL = 7,
   ACL_HBM_MEM_P2P_HUGE = 8,
-  ACL_HBM_MEM_P2P_NORMAL = 9
+  ACL_HBM_MEM_P2P_NORMAL = 9,
+  ACL_HBM_MEM_HUGE1G = 10,
+  ACL_HBM_MEM_P2P_HUGE1G = 11
 } aclrtMemAttr;
+
+/* Virtual memory (aclrtReserveMemAddress & co.): docs/ACL.md, "Virtual
+ * memory". Physical memory is an aclrtDrvMemHandle (an npurt
+ * npuMemGenericAllocationHandle_t, the same 64-bit value). */
+typedef void* aclrtDrvMemHandle;
+
+typedef enum aclrtMemHandleType { ACL_MEM_HANDLE_TYPE_NONE = 0 } aclrtMemHandleType;
+
+typedef enum aclrtMemAllocationType { ACL_MEM_ALLOCATION_TYPE_PINNED = 0 } aclrtMemAllocationType;
+
+typedef enum aclrtMemLocationType {
+  ACL_MEM_LOCATION_TYPE_HOST = 0, /* not supported (as on CANN) */
+  ACL_MEM_LOCATION_TYPE_DEVICE = 1
+} aclrtMemLocationType;
+
+typedef struct aclrtMemLocation {
+  uint32_t id; /* device */
+  aclrtMemLocationType type;
+} aclrtMemLocation;
+
+typedef struct aclrtPhysicalMemProp {
+  aclrtMemHandleType handleType;         /* ACL_MEM_HANDLE_TYPE_NONE */
+  aclrtMemAllocationType allocationType; /* ACL_MEM_ALLOCATION_TYPE_PINNED */
+  aclrtMemAttr memAttr;  /* an HBM kind; every kind has 2 MiB pages here */
+  aclrtMemLocation location;
+  uint64_t reserve;
+} aclrtPhysicalMemProp;
+
+typedef enum aclrtMemGranularityOptions {
+  ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+  ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
+  ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF = 0xFFFF
+} aclrtMemGranularityOptions;
 
 typedef enum aclrtStreamStatus {
   ACL_STREAM_STATUS_COMPLETE = 0,
@@ -195,6 +230,36 @@ ACL_FUNC_VISIBILITY aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int
                                               size_t count, aclrtStream stream);
 /* [out] free, total bytes of the current device (see aclrtMemAttr). */
 ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total);
+
+/* --- Virtual memory (docs/ACL.md, "Virtual memory") --------------------- */
+
+/* [out] granularity (2 MiB) of memory with the properties prop: the unit of
+ * the sizes, addresses and offsets below. */
+ACL_FUNC_VISIBILITY aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp* prop,
+                                                              aclrtMemGranularityOptions option,
+                                                              size_t* granularity);
+/* [out] virPtr: size bytes of addresses holding no memory; alignment 0 or a
+ * power of two multiple of the granularity; expectPtr a hint (may be NULL);
+ * flags 0 or 1 (CANN's page kinds; one kind here). */
+ACL_FUNC_VISIBILITY aclError aclrtReserveMemAddress(void** virPtr, size_t size, size_t alignment,
+                                                    void* expectPtr, uint64_t flags);
+/* Gives back a whole reservation of aclrtReserveMemAddress; it must have no
+ * mapping left. */
+ACL_FUNC_VISIBILITY aclError aclrtReleaseMemAddress(void* virPtr);
+/* [out] handle: size bytes (a multiple of the granularity) of physical
+ * memory on device prop->location.id, counted against its capacity
+ * (ACL_ERROR_RT_MEMORY_ALLOCATION past it). flags must be 0. */
+ACL_FUNC_VISIBILITY aclError aclrtMallocPhysical(aclrtDrvMemHandle* handle, size_t size,
+                                                 const aclrtPhysicalMemProp* prop, uint64_t flags);
+/* Frees physical memory; memory still mapped stays usable until unmapped. */
+ACL_FUNC_VISIBILITY aclError aclrtFreePhysical(aclrtDrvMemHandle handle);
+/* Maps [offset, offset + size) of handle's memory at virPtr, inside one
+ * reservation and over no mapping. flags must be 0. */
+ACL_FUNC_VISIBILITY aclError aclrtMapMem(void* virPtr, size_t size, size_t offset,
+                                         aclrtDrvMemHandle handle, uint64_t flags);
+/* Unmaps the mapping that starts at virPtr. It does not wait for the
+ * device: synchronize the work that uses it first. */
+ACL_FUNC_VISIBILITY aclError aclrtUnmapMem(void* virPtr);
 
 /* --- Callbacks (docs/ACL.md, "Callbacks") -------------------------------- */
 
