@@ -230,3 +230,21 @@ def test_get_cann_version_is_not_known():
     assert get_cann_version() == "not known" == torch_npu.utils.get_cann_version(module="CANN")
     with pytest.raises(TypeError, match="int"):
         get_cann_version(module=3)
+
+
+def test_check_error_raises_npu_error_with_the_runtime_description():
+    torch_npu.npu.check_error(0)  # success: nothing
+    with pytest.raises(torch_npu.npu.NpuError, match=r"^out of memory .*\(2\)$") as info:
+        torch_npu.npu.check_error(2)  # npuErrorMemoryAllocation, as cudaErrorMemoryAllocation
+    assert info.value.code == 2 and isinstance(info.value, RuntimeError)
+    rt = torch_npu.npu.npurt()
+    status = rt.npuStreamDestroy(0)  # a real failing call: a NULL handle
+    with pytest.raises(torch_npu.npu.NpuError, match=rf"\({status}\)$"):
+        torch_npu.npu.check_error(status)
+    assert rt.npuGetErrorName(status) == "npuErrorInvalidValue"
+    for unknown in (-1, 1000, 2**31, -(2**40)):
+        with pytest.raises(torch_npu.npu.NpuError, match=rf"^unrecognized error code \({unknown}\)$"):
+            torch_npu.npu.check_error(unknown)
+    for bad in ("2", 2.0, None, True):
+        with pytest.raises(TypeError, match="check_error expects the int status"):
+            torch_npu.npu.check_error(bad)

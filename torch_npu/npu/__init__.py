@@ -13,6 +13,7 @@ from .autocast_utils import (
     set_autocast_enabled,
 )
 from . import memory
+from ._runtime_errors import NpuError, check_error
 from .memory import (
     MemPool,
     OutOfMemoryError,
@@ -160,6 +161,7 @@ __all__ = [
     "ExternalStream",
     "MemPool",
     "NPUGraph",
+    "NpuError",
     "OutOfMemoryError",
     "Stream",
     "StreamContext",
@@ -171,6 +173,7 @@ __all__ = [
     "get_device_capability",
     "init",
     "caching_allocator_delete",
+    "check_error",
     "current_device",
     "current_stream",
     "default_generators",
