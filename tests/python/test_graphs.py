@@ -8,6 +8,7 @@ reads device memory without synchronizing; never with sleeps.
 import ctypes
 import os
 import re
+import warnings
 
 import pytest
 import torch
@@ -327,6 +328,17 @@ def test_capture_end_on_another_stream_is_refused():
             g.capture_end()
     with npu.stream(s1):
         g.capture_end()
+
+
+def test_an_empty_capture_warns_as_cuda_does():
+    g = npu.NPUGraph()
+    with pytest.warns(UserWarning, match="The NPU Graph is empty"):
+        with npu.graph(g):
+            pass
+    g.replay()  # an empty graph still replays
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _captured_double(torch.ones(2, device="npu"), torch.zeros(2, device="npu"))
 
 
 def test_second_capture_on_one_instance_is_refused():

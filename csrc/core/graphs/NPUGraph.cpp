@@ -167,6 +167,12 @@ void NPUGraph::capture_end() {
     TORCH_CHECK(false, "NPU graph capture failed: ", npuGetErrorName(status), ": ", message,
                 NPU_ERROR_SUFFIX);
   }
+  size_t nodes = 0;
+  if (npuGraphGetNodeCount(graph, &nodes) == npuSuccess && nodes == 0) {
+    // CUDA's warning: an empty capture is almost always a mistake.
+    TORCH_WARN("The NPU Graph is empty. This usually means that the graph was attempted to be "
+               "captured on wrong device or stream.");
+  }
   npuGraphExec_t exec = nullptr;
   const npuError_t instantiated = npuGraphInstantiate(&exec, graph, 0);
   if (instantiated != npuSuccess) {
