@@ -140,6 +140,27 @@ def test_legacy_typed_tensors():
         torch.npu.FloatTensor(2, "x")
 
 
+def test_legacy_typed_storages(tmp_path):
+    s = torch.npu.IntStorage(4).fill_(7)
+    assert s.device == torch.device("npu:0") and s.dtype == torch.int32 and s.size() == 4
+    assert torch.is_storage(s) and isinstance(s, torch.npu.IntStorage)
+    assert not isinstance(s, torch.npu.FloatStorage) and not isinstance(s, torch.IntStorage)
+    assert not isinstance(torch.IntStorage(4), torch.npu.IntStorage)
+    host = torch.randn(3).storage()
+    assert isinstance(host.npu().double(), torch_npu.npu.DoubleStorage)
+    assert isinstance(host.npu().float().cpu(), torch.FloatStorage)
+    t = torch.zeros(4, dtype=torch.int32, device="npu")
+    path = tmp_path / "s.pt"
+    torch.save([t, t.storage()], path)
+    t2, s2 = torch.load(path)
+    t2.fill_(7)  # the storage was saved as the tensor's: they share it again after loading
+    assert isinstance(s2, torch.storage.TypedStorage) and s2.tolist() == [7] * 4
+    with torch.npu.device(1):
+        assert torch.npu.HalfStorage(2).device == torch.device("npu:1")
+    with pytest.raises(RuntimeError, match="from_buffer: Not available for NPU storage"):
+        torch.npu.FloatStorage.from_buffer(b"\0" * 8)
+
+
 _VISIBLE = """
 import torch, torch_npu
 print(torch.npu.device_count(), torch_npu._C._npu_getDeviceCount())
