@@ -312,3 +312,19 @@ def test_mixed_dtype_matmul_checks_do_not_change_valid_calls():
     torch._assert_async(torch.tensor(0, device="npu"))  # a false value fails like CUDA's device assert
     with pytest.raises(RuntimeError, match="_assert_async"):
         torch.npu.synchronize()
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: torch.cudnn_convolution(x, torch.ones(3, 2, 3, 3, device="npu"), (0, 0), (1, 1), (1, 1), 1,
+                                      False, False, True),
+    lambda x: torch.batch_norm_gather_stats(x, torch.ones(1, 2, device="npu"), torch.ones(1, 2, device="npu"),
+                                            None, None, 0.1, 1e-5, 1),
+])
+def test_ops_without_a_cpu_kernel_are_refused_at_the_call(call):
+    # Note [Ops without a CPU kernel]: nothing is queued, so no later synchronize fails.
+    x = torch.ones(1, 2, 5, 5, device="npu")
+    with pytest.raises(NotImplementedError, match="is not supported on npu: the simulated NPU runs every "
+                                                  "operator through its CPU kernel, and this one has none"):
+        call(x)
+    torch.npu.synchronize()
+    device_works()
