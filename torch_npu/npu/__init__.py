@@ -68,20 +68,8 @@ from ._tensor_types import (
     LongTensor,
     ShortTensor,
 )
-from ._storage_types import (
-    BFloat16Storage,
-    BoolStorage,
-    ByteStorage,
-    CharStorage,
-    ComplexDoubleStorage,
-    ComplexFloatStorage,
-    DoubleStorage,
-    FloatStorage,
-    HalfStorage,
-    IntStorage,
-    LongStorage,
-    ShortStorage,
-)
+from . import _storage_types
+from ._storage_types import *  # noqa: F401,F403  (the legacy storages; listed in __all__ below)
 from .streams import Event, ExternalEvent, ExternalStream, Stream, SyncLaunchStream
 from .graphs import (
     NPUGraph,
@@ -164,18 +152,6 @@ __all__ = [
     "BoolTensor",
     "ByteTensor",
     "CharTensor",
-    "BFloat16Storage",
-    "BoolStorage",
-    "ByteStorage",
-    "CharStorage",
-    "ComplexDoubleStorage",
-    "ComplexFloatStorage",
-    "DoubleStorage",
-    "FloatStorage",
-    "HalfStorage",
-    "IntStorage",
-    "LongStorage",
-    "ShortStorage",
     "DoubleTensor",
     "FloatTensor",
     "HalfTensor",
@@ -280,6 +256,7 @@ __all__ = [
     "NPUPluggableAllocator",
     "change_current_allocator",
 ]
+__all__ += _storage_types.__all__
 
 
 def set_compile_mode(jit_compile: bool = True) -> None:
