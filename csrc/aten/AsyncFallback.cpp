@@ -300,6 +300,12 @@ void npuFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, St
               schema.name(), ")", NPU_ERROR_SUFFIX);
   const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, finder.device));
   const OpInfo& info = opInfo(op);
+  // Note [Ops without a CPU kernel] in OpPlan.cpp.
+  TORCH_CHECK_NOT_IMPLEMENTED(!info.noCpuKernel, "'", schema.name(),
+                              "' is not supported on npu: the simulated NPU runs every operator "
+                              "through its CPU kernel, and this one has none (it is specific to "
+                              "another backend).",
+                              NPU_ERROR_SUFFIX);
   if (finder.sawCpuTensor || !tryRunAsync(op, stack, finder.device, info)) {
     runSynchronously(op, stack, finder.device, info);
   }

@@ -10,7 +10,9 @@
 // in the autocast dtype (float16 by default), numerically sensitive ops
 // (losses, norms, softmax, exp, log, ...) in float32, and ops with several
 // inputs in their widest dtype. The simulated device computes every dtype
-// the CPU does, so float16 and bfloat16 are both supported.
+// the CPU does, so float16 and bfloat16 are both supported. As on CUDA (and
+// torch_npu), binary_cross_entropy is refused under autocast: its float16
+// inputs usually come from a sigmoid whose rounding it cannot survive.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
@@ -22,6 +24,18 @@ using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
 using at::Tensor;
+
+// Raises PyTorch's (and torch_npu's) refusal of binary_cross_entropy under
+// autocast. Thread-safe.
+Tensor binaryCrossEntropyBanned(const Tensor& /*self*/, const Tensor& /*target*/,
+                                const std::optional<Tensor>& /*weight*/, int64_t /*reduction*/) {
+  TORCH_CHECK(false,
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to "
+              "autocast.\nMany models use a sigmoid layer right before the binary cross entropy "
+              "layer.\nIn this case, combine the two layers using "
+              "torch.nn.functional.binary_cross_entropy_with_logits\nor torch.nn.BCEWithLogitsLoss.  "
+              "binary_cross_entropy_with_logits and BCEWithLogits are\nsafe to autocast.");
+}
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFallthrough());
@@ -38,6 +52,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_FP32_SET_OPT_DTYPE(NPU_AUTOCAST_FP32_SET_OPT_DTYPE)
   AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
   AT_FORALL_PROMOTE(NPU_AUTOCAST_PROMOTE)
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binaryCrossEntropyBanned));
 #undef NPU_AUTOCAST_LOWER_PRECISION_FP
 #undef NPU_AUTOCAST_FP32
 #undef NPU_AUTOCAST_FP32_SET_OPT_DTYPE

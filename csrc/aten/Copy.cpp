@@ -15,6 +15,7 @@
 #include <torch/library.h>
 
 #include "aten/OpLauncher.h"
+#include "aten/OpTask.h"
 #include "core/ExternalStreams.h"
 #include "core/HostSync.h"
 #include "core/NPUCachingAllocator.h"
@@ -29,14 +30,17 @@ bool isNpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::P
 
 bool isPinned(const at::Tensor& cpu) { return NPUHostAllocator::isPinnedPtr(cpu.storage().data()); }
 
-// Queues dst.copy_(src) over CPU aliases on `stream`. The lambda holds both
-// tensors, which keeps their memory alive until the copy ran. The aliases
-// are taken now, at enqueue, like every op's (Note [Task captures and memory
-// reuse]): a resize_ or set_ of `dst` on the host while the copy is queued
-// must not change where and in which shape the copy writes. (Taken in the
-// task, x.clone().resize_(n) had the clone's copy write the old shape into
-// the new, larger storage, or fail on the new shape, and the resize's own
-// copy of the old bytes then overwrote it.)
+// Queues dst.copy_(src) on `stream`. Device tensors are captured like every
+// op's (Note [Task captures and memory reuse]): memory of the copy's own
+// stream as a CPU alias, which does not keep it alive (a dropped cast result
+// goes back to the pool at once, as on CUDA), anything else held until the
+// copy ran; host tensors are held. The captures are snapshots taken now, at
+// enqueue (Note [Task captures are metadata snapshots]): a resize_ or set_ of
+// `dst` on the host while the copy is queued must not change where and in
+// which shape the copy writes. (Taken in the task, x.clone().resize_(n) had
+// the clone's copy write the old shape into the new, larger storage, or fail
+// on the new shape, and the resize's own copy of the old bytes then
+// overwrote it.)
 void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TaskAccess access;
   if (isNpu(src)) access.read(src);
@@ -45,9 +49,14 @@ void launchCopy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor
   } else {
     access.writesHost = true;  // a poisoned source fails the copy (Note [Poisoned memory])
   }
+  const auto capture = [&stream](const at::Tensor& t) {
+    return isNpu(t) ? detail::captureForTask(t, stream) : t;
+  };
   launchKernel(stream, "aten::copy_", std::move(access),
-               [dst, src, d = isNpu(dst) ? cpuAlias(dst) : dst,
-                s = isNpu(src) ? cpuAlias(src) : src]() mutable { d.copy_(s); });
+               [d = capture(dst), s = capture(src)]() mutable {
+                 at::Tensor out = detail::kernelView(d);
+                 out.copy_(detail::kernelView(s));
+               });
 }
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {

@@ -5,17 +5,25 @@
 // embedding's forward and backward) and mse_loss_backward. Each computes the metadata of the op's
 // CPU kernel's result; an argument it does not handle raises, which sends the call to the
 // synchronous path, where the CPU kernel decides. See Note [C++ meta kernels] in MetaFunctions.h.
+// Also checks that PyTorch's C++ meta functions leave to the kernels (Note [Argument checks
+// the meta kernels leave to the kernel]), which take precedence over those functions.
 #include <ATen/ExpandUtils.h>
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/addmm_meta_dispatch.h>
+#include <ATen/ops/addmv_meta_dispatch.h>
+#include <ATen/ops/baddbmm_meta_dispatch.h>
+#include <ATen/ops/bmm_meta_dispatch.h>
 #include <ATen/ops/clamp_min_meta_dispatch.h>
+#include <ATen/ops/mm_meta_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/result_type.h>
 
 #include <bitset>
+#include <initializer_list>
 #include <tuple>
 #include <vector>
 
@@ -181,6 +189,59 @@ at::Tensor mseLossBackward(const at::Tensor& gradOutput, const at::Tensor& self,
   return at::empty(self.sizes(), self.options());
 }
 
+// Note [Argument checks the meta kernels leave to the kernel]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Some of PyTorch's meta functions size a result without checking what the
+// CPU (and CUDA) kernel checks on the host before it computes anything: the
+// matmul family accepts operands of different dtypes, _assert_async a tensor
+// of any size. On npu the kernel runs in a task, so such a call would be
+// queued and fail at the next synchronize instead of raising at the call as
+// on CPU and CUDA. These meta kernels refuse those arguments, which sends the
+// call to the synchronous path, where the CPU kernel raises its own message at
+// the call (or computes the result, where it accepts them).
+
+void requireSameDtype(std::initializer_list<const at::Tensor*> operands) {
+  const at::ScalarType first = (*operands.begin())->scalar_type();
+  for (const at::Tensor* t : operands) {
+    TORCH_CHECK(t->scalar_type() == first, "mixed dtypes are left to the CPU kernel");
+  }
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  requireSameDtype({&self, &mat2});
+  return at::meta::mm(self, mat2);
+}
+
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  requireSameDtype({&self, &mat2});
+  return at::meta::bmm(self, mat2);
+}
+
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                 const at::Scalar& beta, const at::Scalar& alpha) {
+  requireSameDtype({&self, &mat1, &mat2});
+  return at::meta::addmm(self, mat1, mat2, beta, alpha);
+}
+
+at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                   const at::Scalar& beta, const at::Scalar& alpha) {
+  requireSameDtype({&self, &batch1, &batch2});
+  return at::meta::baddbmm(self, batch1, batch2, beta, alpha);
+}
+
+at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
+                 const at::Scalar& beta, const at::Scalar& alpha) {
+  requireSameDtype({&self, &mat, &vec});
+  return at::meta::addmv(self, mat, vec, beta, alpha);
+}
+
+// The value is checked by the task, like CUDA's device-side assert; only
+// the size is the host's to check.
+void assertAsync(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "_assert_async of a tensor without exactly one element is left "
+                                 "to the CPU kernel");
+}
+
 }  // namespace
 
 const MetaFunctionEntry kHandwrittenMetaFunctions[] = {
@@ -209,6 +270,15 @@ const MetaFunctionEntry kHandwrittenMetaFunctions[] = {
                                                                             &indexSelect),
     metaFunction<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool)>(
         "embedding_dense_backward", &embeddingDenseBackward),
+    metaFunction<at::Tensor(const at::Tensor&, const at::Tensor&)>("mm", &mm),
+    metaFunction<at::Tensor(const at::Tensor&, const at::Tensor&)>("bmm", &bmm),
+    metaFunction<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            const at::Scalar&, const at::Scalar&)>("addmm", &addmm),
+    metaFunction<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            const at::Scalar&, const at::Scalar&)>("baddbmm", &baddbmm),
+    metaFunction<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            const at::Scalar&, const at::Scalar&)>("addmv", &addmv),
+    metaFunction<void(const at::Tensor&)>("_assert_async", &assertAsync),
 };
 
 const size_t kNumHandwrittenMetaFunctions =

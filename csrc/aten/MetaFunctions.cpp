@@ -35,6 +35,11 @@ const Index& index() {
 }
 
 
+bool isHandwritten(const MetaFunctionEntry* entry) {
+  return entry >= kHandwrittenMetaFunctions &&
+         entry < kHandwrittenMetaFunctions + kNumHandwrittenMetaFunctions;
+}
+
 // Whether a C++ parameter or return type (`inferred`) is the schema's
 // (`specified`). The C++ functions in the table take int where the schema
 // says SymInt (their *_symint twins are not in the table), which boxed
@@ -80,6 +85,9 @@ std::optional<c10::KernelFunction> cppMetaKernel(const c10::OperatorHandle& op) 
   const MetaFunctionEntry* match = nullptr;
   for (const MetaFunctionEntry* candidate : it->second) {
     if (!matches(candidate->schema(), schema)) continue;
+    // Ours come first in the index and win: Note [Argument checks the meta
+    // kernels leave to the kernel] in HandwrittenMeta.cpp.
+    if (isHandwritten(candidate)) return candidate->kernel(candidate->fn);
     if (match != nullptr) return std::nullopt;  // ambiguous: leave it to the dispatcher
     match = candidate;
   }

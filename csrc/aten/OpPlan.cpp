@@ -147,6 +147,18 @@ bool metaKnownToDisagree(const c10::OperatorName& name) {
   return name.name == "aten::_embedding_bag" || name.name == "aten::_embedding_bag_forward_only";
 }
 
+// Note [Ops without a CPU kernel]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The op path runs every op through its CPU kernel, so an op that has none
+// (backend-specific ops: cudnn_convolution, _cudnn_rnn, batch_norm_gather_stats,
+// flash attention) cannot run on npu. The dispatcher's table says so before
+// anything is queued (a kernel of its own, or one of an alias key such as
+// CompositeExplicitAutograd, for CPU), so the call raises NotImplementedError
+// at once, instead of queueing a task that fails at the next synchronize.
+bool hasCpuKernel(const c10::OperatorHandle& op) {
+  return op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
+}
+
 std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   auto owned = std::make_unique<OpInfo>();
@@ -190,6 +202,9 @@ std::unique_ptr<OpInfo> computeOpInfo(const c10::OperatorHandle& op) {
   }
   info.numOutArgs = countOutArgs(schema);
   if (info.numOutArgs > 0) info.functionalVariant = findFunctionalVariant(schema, info.numOutArgs);
+  info.noCpuKernel = !hasCpuKernel(op) &&
+                     !(info.functionalVariant && hasCpuKernel(*info.functionalVariant)) &&
+                     !(info.outVariant && hasCpuKernel(*info.outVariant));
   if (metaKnownToDisagree(schema.operator_name())) info.metaUntrusted = true;
   info.metaKernel = cppMetaKernel(info.functionalVariant ? *info.functionalVariant : op);
   return owned;

@@ -61,6 +61,9 @@ struct OpInfo {
   size_t numOutArgs = 0;
   // Arguments the op writes (alias annotation `!`), in-place and out=.
   std::vector<int> writtenArgs;
+  // Neither the op nor a variant it runs as has a CPU kernel (a CUDA-only op
+  // such as cudnn_convolution): Note [Ops without a CPU kernel] in OpPlan.cpp.
+  bool noCpuKernel = false;
   // Set when the out= variant failed on CPU aliases (e.g. it resizes its
   // output internally, which a fixed-size alias cannot do); from then on the
   // op runs functionally and its results are copied.

@@ -55,7 +55,17 @@ void initGraphs(py::module_& m) {
       .def("pool", torch::wrap_pybind_function(&NPUGraph::pool))
       .def("enable_debug_mode", &NPUGraph::enable_debug_mode)
       .def("debug_dump", torch::wrap_pybind_function_no_gil(&NPUGraph::debug_dump),
-           py::arg("debug_path"));
+           py::arg("debug_path"))
+      // A reference: pybind11 hands back the Python object that holds the
+      // instance (torch_npu.npu.NPUGraph); Python owns it, not the caller.
+      .def_static(
+          "get_currently_capturing_graph",
+          [] {
+            ensureInitialized();
+            py::gil_scoped_release noGil;
+            return NPUGraph::get_currently_capturing_npu_graph();
+          },
+          py::return_value_policy::reference);
 
   py::class_<TaskGroupHandle>(m, "_NPUTaskGroupHandle")
       .def_property_readonly("task_group", [](const TaskGroupHandle& h) { return h.group; });

@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
+#include <string>
 
 #include "npurt/npurt.h"
 
@@ -49,6 +50,14 @@ int streamDestroy(uintptr_t handle) {
   return static_cast<int>(npuStreamDestroy(reinterpret_cast<npuStream_t>(handle)));
 }
 
+// An int as an npurt status. Converting an int outside the enum's range of
+// values is undefined behaviour, so those become a value inside it that is no
+// npurt code, which npurt names "unrecognized".
+npuError_t toStatus(int64_t code) {
+  constexpr int kNoSuchCode = npuErrorUnknown + 1;
+  return static_cast<npuError_t>(code >= 0 && code <= npuErrorUnknown ? code : kNoSuchCode);
+}
+
 }  // namespace
 
 void initNpurt(py::module_& m) {
@@ -62,6 +71,12 @@ void initNpurt(py::module_& m) {
          "Returns an npurt status.");
   rt.def("npuStreamDestroy", &streamDestroy, py::arg("stream"),
          "Destroy a runtime stream created with npuStreamCreate. Returns an npurt status.");
+  rt.def(
+      "npuGetErrorString", [](int64_t code) { return std::string(npuGetErrorString(toStatus(code))); },
+      py::arg("error"), "The description of an npurt status (CUDA: cudaGetErrorString).");
+  rt.def(
+      "npuGetErrorName", [](int64_t code) { return std::string(npuGetErrorName(toStatus(code))); },
+      py::arg("error"), "The enumerator name of an npurt status (CUDA: cudaGetErrorName).");
   rt.attr("npuSuccess") = static_cast<int>(npuSuccess);
   rt.attr("npuErrorInvalidValue") = static_cast<int>(npuErrorInvalidValue);
   rt.attr("npuErrorInvalidResourceHandle") = static_cast<int>(npuErrorInvalidResourceHandle);

@@ -33,6 +33,67 @@ def test_autocast_policies_follow_cuda_lists():
     torch.testing.assert_close(got, expected, atol=1e-2, rtol=1e-2)
 
 
+# PyTorch's own autocast test lists (torch.testing._internal.autocast_test_lists,
+# the ones its CUDA tests and torch_npu's test/test_npu.py use): list -> (the
+# dtype the op must produce, the module of the op, the autocast dtype).
+_LISTS = {
+    "torch_fp16": (torch.float16, torch, torch.float16),
+    "torch_fp32": (torch.float32, torch, torch.float16),
+    "nn_fp16": (torch.float16, torch._C._nn, torch.float16),
+    "nn_fp32": (torch.float32, torch._C._nn, torch.float16),
+    "linalg_fp16": (torch.float16, torch._C._linalg, torch.float16),
+    "methods_fp16": (torch.float16, None, torch.float16),
+    "methods_fp32": (torch.float32, None, torch.float16),
+    "torch_need_autocast_promote": (torch.float32, torch, torch.float16),
+}
+# Ops of those lists the npu does not run, with the reason.
+_NOT_ON_NPU = {
+    # CUDA-only ops (cuDNN): no CPU kernel for the simulator to run.
+    "cudnn_convolution", "cudnn_convolution_transpose",
+}
+
+
+def _list_cases():
+    from torch.testing._internal.autocast_test_lists import AutocastTestLists
+
+    lists = AutocastTestLists(torch.device("npu:0"))
+    for name, (out_dtype, module, fast) in _LISTS.items():
+        for entry in getattr(lists, name):
+            op, args = entry[0], entry[1]
+            kwargs = entry[2] if len(entry) == 3 and isinstance(entry[2], dict) else {}
+            if len(entry) == 3 and not isinstance(entry[2], dict) and entry[2]:
+                continue  # the list marks it skipped (ROCm) or malformed (einsum's entry)
+            if op not in _NOT_ON_NPU:
+                yield name, op, args, kwargs, out_dtype, module, fast
+
+
+def test_autocast_follows_pytorchs_autocast_test_lists():
+    checked = 0
+    for name, op, args, kwargs, out_dtype, module, fast in _list_cases():
+        with torch.autocast("npu", dtype=fast):
+            results = []
+            if module is not None and hasattr(module, op):
+                results.append(getattr(module, op)(*args, **kwargs))
+            if hasattr(torch.Tensor, op):
+                results.append(getattr(args[0], op)(*args[1:], **kwargs))
+        assert results, f"{name}: {op} not found"
+        for r in results:
+            if isinstance(r, torch.Tensor):
+                assert r.dtype == out_dtype, f"{name}: {op} gave {r.dtype}, CUDA's autocast gives {out_dtype}"
+                checked += 1
+    assert checked > 100
+
+
+def test_autocast_refuses_binary_cross_entropy_as_cuda_does():
+    a = torch.rand(4, 4, device="npu")
+    b = torch.rand(4, 4, device="npu")
+    with torch.autocast("npu"):
+        with pytest.raises(RuntimeError, match="binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast"):
+            torch.nn.functional.binary_cross_entropy(a, b)
+        assert torch.nn.functional.binary_cross_entropy_with_logits(a, b).dtype == torch.float32
+    assert torch.nn.functional.binary_cross_entropy(a, b).dtype == torch.float32  # allowed outside
+
+
 def test_npu_amp_autocast_bfloat16_and_nesting():
     a = torch.randn(4, 4, device="npu")
     with torch.npu.amp.autocast(dtype=torch.bfloat16):

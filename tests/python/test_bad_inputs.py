@@ -278,3 +278,53 @@ def test_event_errors():
     with pytest.raises(RuntimeError, match="does not match recording stream's device type"):
         torch.npu.Event().record(torch.Stream(device="cpu"))
     e.synchronize()
+
+
+_F64 = lambda: torch.ones(3, 3, device="npu", dtype=torch.float64)  # noqa: E731
+_F16 = lambda: torch.ones(3, 3, device="npu", dtype=torch.float16)  # noqa: E731
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: torch.mm(_F64(), _F16()), "expected m1 and m2 to have the same dtype"),
+    (lambda: _F64() @ _F16(), "expected m1 and m2 to have the same dtype"),
+    (lambda: torch.bmm(_F64()[None], _F16()[None]), "same dtype|expected scalar type"),
+    (lambda: torch.addmm(_F64(), _F64(), _F16()), "same dtype|expected scalar type"),
+    (lambda: torch.baddbmm(_F64()[None], _F64()[None], _F16()[None]), "same dtype|expected scalar type"),
+    (lambda: torch.addmv(_F64()[0], _F64(), _F16()[0]), "same dtype|expected scalar type|dtype"),
+    (lambda: torch._assert_async(torch.tensor([], device="npu")), "Boolean value of Tensor with no values is ambiguous"),
+    (lambda: torch._assert_async(torch.tensor([0, 0], device="npu")),
+     "Boolean value of Tensor with more than one value is ambiguous"),
+])
+def test_argument_errors_cpu_raises_at_the_call_raise_at_the_call(call, match):
+    # Note [Argument checks the meta kernels leave to the kernel]: refused at the call (as on
+    # CPU and CUDA), not by a task at the next synchronize; the stream stays clean.
+    with pytest.raises(RuntimeError, match=match):
+        call()
+    torch.npu.current_stream().synchronize()  # nothing failed later
+    device_works()
+
+
+def test_mixed_dtype_matmul_checks_do_not_change_valid_calls():
+    a = torch.arange(9.0, device="npu").reshape(3, 3)
+    assert torch.equal(torch.mm(a, a).cpu(), torch.mm(a.cpu(), a.cpu()))
+    assert torch.equal(torch.addmm(a, a, a, beta=2).cpu(), torch.addmm(a.cpu(), a.cpu(), a.cpu(), beta=2))
+    torch._assert_async(torch.tensor(1, device="npu"))
+    torch._assert_async(torch.tensor(0, device="npu"))  # a false value fails like CUDA's device assert
+    with pytest.raises(RuntimeError, match="_assert_async"):
+        torch.npu.synchronize()
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: torch.cudnn_convolution(x, torch.ones(3, 2, 3, 3, device="npu"), (0, 0), (1, 1), (1, 1), 1,
+                                      False, False, True),
+    lambda x: torch.batch_norm_gather_stats(x, torch.ones(1, 2, device="npu"), torch.ones(1, 2, device="npu"),
+                                            None, None, 0.1, 1e-5, 1),
+])
+def test_ops_without_a_cpu_kernel_are_refused_at_the_call(call):
+    # Note [Ops without a CPU kernel]: nothing is queued, so no later synchronize fails.
+    x = torch.ones(1, 2, 5, 5, device="npu")
+    with pytest.raises(NotImplementedError, match="is not supported on npu: the simulated NPU runs every "
+                                                  "operator through its CPU kernel, and this one has none"):
+        call(x)
+    torch.npu.synchronize()
+    device_works()

@@ -112,6 +112,28 @@ def test_non_blocking_d2h_into_pinned(gate):
     assert torch.equal(dst, torch.full((256,), 4.0))
 
 
+def test_queued_copies_do_not_hold_memory_of_their_own_stream(gate):
+    # Note [Task captures and memory reuse]: a cast whose result the program drops goes
+    # back to the pool while the copy is still queued (as on CUDA, and as any op's output).
+    x = torch.arange(256.0, device="npu")
+    other = torch.npu.Stream()
+    y = torch.full((256,), 2.0, device="npu")
+    torch.npu.synchronize()
+    base = torch.npu.memory_allocated()
+    g = gate(torch.npu.current_stream())
+    for _ in range(4):
+        half = x.to(torch.half)
+        del half
+    assert torch.npu.memory_allocated() == base  # the four copies are queued, not run
+    kept = x.to(torch.float64)
+    with torch.npu.stream(other):
+        z = torch.empty(256, device="npu")
+        z.copy_(y)  # y is memory of another stream: the copy keeps it until it ran
+    other.synchronize()
+    g.release()
+    assert kept.cpu().tolist() == list(range(256)) and z.cpu().tolist() == [2.0] * 256
+
+
 def test_non_blocking_pinned_source_not_reused_early():
     # The pinned block behind a queued non_blocking copy must not be handed
     # out again before the copy ran.

@@ -140,6 +140,27 @@ def test_legacy_typed_tensors():
         torch.npu.FloatTensor(2, "x")
 
 
+def test_legacy_typed_storages(tmp_path):
+    s = torch.npu.IntStorage(4).fill_(7)
+    assert s.device == torch.device("npu:0") and s.dtype == torch.int32 and s.size() == 4
+    assert torch.is_storage(s) and isinstance(s, torch.npu.IntStorage)
+    assert not isinstance(s, torch.npu.FloatStorage) and not isinstance(s, torch.IntStorage)
+    assert not isinstance(torch.IntStorage(4), torch.npu.IntStorage)
+    host = torch.randn(3).storage()
+    assert isinstance(host.npu().double(), torch_npu.npu.DoubleStorage)
+    assert isinstance(host.npu().float().cpu(), torch.FloatStorage)
+    t = torch.zeros(4, dtype=torch.int32, device="npu")
+    path = tmp_path / "s.pt"
+    torch.save([t, t.storage()], path)
+    t2, s2 = torch.load(path)
+    t2.fill_(7)  # the storage was saved as the tensor's: they share it again after loading
+    assert isinstance(s2, torch.storage.TypedStorage) and s2.tolist() == [7] * 4
+    with torch.npu.device(1):
+        assert torch.npu.HalfStorage(2).device == torch.device("npu:1")
+    with pytest.raises(RuntimeError, match="from_buffer: Not available for NPU storage"):
+        torch.npu.FloatStorage.from_buffer(b"\0" * 8)
+
+
 _VISIBLE = """
 import torch, torch_npu
 print(torch.npu.device_count(), torch_npu._C._npu_getDeviceCount())
@@ -230,3 +251,21 @@ def test_get_cann_version_is_not_known():
     assert get_cann_version() == "not known" == torch_npu.utils.get_cann_version(module="CANN")
     with pytest.raises(TypeError, match="int"):
         get_cann_version(module=3)
+
+
+def test_check_error_raises_npu_error_with_the_runtime_description():
+    torch_npu.npu.check_error(0)  # success: nothing
+    with pytest.raises(torch_npu.npu.NpuError, match=r"^out of memory .*\(2\)$") as info:
+        torch_npu.npu.check_error(2)  # npuErrorMemoryAllocation, as cudaErrorMemoryAllocation
+    assert info.value.code == 2 and isinstance(info.value, RuntimeError)
+    rt = torch_npu.npu.npurt()
+    status = rt.npuStreamDestroy(0)  # a real failing call: a NULL handle
+    with pytest.raises(torch_npu.npu.NpuError, match=rf"\({status}\)$"):
+        torch_npu.npu.check_error(status)
+    assert rt.npuGetErrorName(status) == "npuErrorInvalidValue"
+    for unknown in (-1, 1000, 2**31, -(2**40)):
+        with pytest.raises(torch_npu.npu.NpuError, match=rf"^unrecognized error code \({unknown}\)$"):
+            torch_npu.npu.check_error(unknown)
+    for bad in ("2", 2.0, None, True):
+        with pytest.raises(TypeError, match="check_error expects the int status"):
+            torch_npu.npu.check_error(bad)

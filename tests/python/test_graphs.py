@@ -8,6 +8,7 @@ reads device memory without synchronizing; never with sleeps.
 import ctypes
 import os
 import re
+import warnings
 
 import pytest
 import torch
@@ -212,6 +213,93 @@ def test_is_current_stream_capturing():
     assert not npu.is_current_stream_capturing()
 
 
+NOT_CAPTURING = re.escape("The current NPU stream is not currently capturing.")
+NO_NPUGRAPH = re.escape(
+    "get_currently_capturing_graph() can be used only between capture_begin() and capture_end(). "
+    "Did you use a stream without making it depend upon the original stream used for capture?")
+
+
+def _begin_runtime_capture(handle):
+    """Begins a relaxed capture on a raw stream through npurt, not through NPUGraph;
+    returns the function that ends it."""
+    rt = load_npurt()
+    rt.npuStreamBeginCapture.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    rt.npuStreamEndCapture.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    rt.npuGraphDestroy.argtypes = [ctypes.c_void_p]
+    assert rt.npuStreamBeginCapture(handle, 2) == 0
+
+    def end():
+        graph = ctypes.c_void_p(0)
+        assert rt.npuStreamEndCapture(handle, ctypes.byref(graph)) == 0
+        assert rt.npuGraphDestroy(graph) == 0
+
+    return end
+
+
+def test_get_currently_capturing_graph_finds_the_capturing_instance_from_forked_streams():
+    x = torch.ones(4, device="npu")
+    g, other = npu.NPUGraph(), npu.NPUGraph()
+    side = npu.Stream()
+    with npu.graph(other):
+        assert npu.NPUGraph.get_currently_capturing_graph() is other
+    with npu.graph(g):
+        assert npu.NPUGraph.get_currently_capturing_graph() is g
+        assert torch.npu.NPUGraph.get_currently_capturing_graph() is g
+        side.wait_stream(npu.current_stream())  # fork: side records into g's capture
+        with npu.stream(side):
+            assert npu.NPUGraph.get_currently_capturing_graph() is g
+            x.add_(1)
+        npu.current_stream().wait_stream(side)  # join
+    assert x.cpu().tolist() == [1.0] * 4  # captured, not run
+    g.replay()
+    assert x.cpu().tolist() == [2.0] * 4
+
+
+def test_get_currently_capturing_graph_outside_a_capture_raises():
+    with pytest.raises(RuntimeError, match=NOT_CAPTURING):
+        npu.NPUGraph.get_currently_capturing_graph()  # never captured on this stream
+    g = npu.NPUGraph()
+    unrelated = npu.Stream()
+    with npu.graph(g):
+        with npu.stream(unrelated):  # never joined the capture
+            with pytest.raises(RuntimeError, match=NOT_CAPTURING):
+                npu.NPUGraph.get_currently_capturing_graph()
+    with npu.stream(npu.graph.default_capture_stream):
+        with pytest.raises(RuntimeError, match=NOT_CAPTURING):  # the capture ended
+            npu.NPUGraph.get_currently_capturing_graph()
+
+
+def test_get_currently_capturing_graph_after_reset_mid_capture_raises():
+    g = npu.NPUGraph()
+    s = npu.Stream()
+    with npu.stream(s):
+        g.capture_begin()
+        g.reset()  # ends the capture and drops it
+        with pytest.raises(RuntimeError, match=NOT_CAPTURING):
+            npu.NPUGraph.get_currently_capturing_graph()
+
+
+def test_get_currently_capturing_graph_in_an_invalidated_capture_raises():
+    g = npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="StreamCapture"):
+        with npu.graph(g):
+            npu.current_stream().synchronize()  # invalidates the capture
+            with pytest.raises(RuntimeError, match=NOT_CAPTURING):
+                npu.NPUGraph.get_currently_capturing_graph()
+
+
+def test_get_currently_capturing_graph_of_a_capture_begun_in_the_runtime_raises():
+    s = npu.Stream()
+    with npu.stream(s):
+        end = _begin_runtime_capture(s.npu_stream)  # npu_stream drains the queue first
+        try:
+            assert npu.is_current_stream_capturing()
+            with pytest.raises(RuntimeError, match=NO_NPUGRAPH):
+                npu.NPUGraph.get_currently_capturing_graph()
+        finally:
+            end()
+
+
 # --------------------------------------------------------------------------
 # torch_npu's refusals
 # --------------------------------------------------------------------------
@@ -240,6 +328,17 @@ def test_capture_end_on_another_stream_is_refused():
             g.capture_end()
     with npu.stream(s1):
         g.capture_end()
+
+
+def test_an_empty_capture_warns_as_cuda_does():
+    g = npu.NPUGraph()
+    with pytest.warns(UserWarning, match="The NPU Graph is empty"):
+        with npu.graph(g):
+            pass
+    g.replay()  # an empty graph still replays
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _captured_double(torch.ones(2, device="npu"), torch.zeros(2, device="npu"))
 
 
 def test_second_capture_on_one_instance_is_refused():
@@ -415,13 +514,17 @@ def test_debug_dump_without_capture_warns(tmp_path):
 # --------------------------------------------------------------------------
 
 
-def test_torch_accelerator_graph():
+def test_torch_accelerator_graph_and_its_refusal_of_get_currently_capturing_graph():
     x = torch.ones(4, device="npu")
     out = torch.zeros(4, device="npu")
     s = torch.Stream(device="npu")
     g = torch.accelerator.Graph()
     with s, g:
-        torch.mul(x, 4.0, out=out)
+        with pytest.raises(RuntimeError, match=re.escape(
+                "torch.npu.NPUGraph.get_currently_capturing_graph() is not supported during "
+                "torch.accelerator.Graph capture.")):
+            npu.NPUGraph.get_currently_capturing_graph()
+        torch.mul(x, 4.0, out=out)  # the refusal left the capture going
     npu.synchronize()
     assert out.cpu().tolist() == [0.0] * 4
     g.replay()
@@ -493,6 +596,40 @@ def test_compat_mode_refuses_every_graph_api_on_an_external_stream(ext):
     with npu.stream(ext):
         with pytest.raises(RuntimeError, match="External NPU stream is not supported in NPUGraph::replay"):
             captured.replay()
+
+
+def test_get_currently_capturing_graph_on_an_external_stream(ext):
+    # compat: an external current stream is "not capturing" without asking the runtime, as
+    # torch_npu; full: the runtime is asked, as for any stream.
+    end = _begin_runtime_capture(ext.npu_stream)
+    try:
+        with npu.stream(ext):
+            with pytest.raises(RuntimeError, match=NOT_CAPTURING):
+                npu.NPUGraph.get_currently_capturing_graph()
+            npu.set_external_stream_mode("full")
+            try:
+                with pytest.raises(RuntimeError, match=NO_NPUGRAPH):
+                    npu.NPUGraph.get_currently_capturing_graph()
+            finally:
+                npu.set_external_stream_mode("compat")
+    finally:
+        end()
+    npu.set_external_stream_mode("full")
+    try:
+        g = npu.NPUGraph()
+        with npu.graph(g, stream=ext):
+            assert npu.NPUGraph.get_currently_capturing_graph() is g
+        h = npu.NPUGraph()
+        with npu.graph(h):  # a managed capture stream, forked into ext and joined back
+            ext.wait_stream(npu.current_stream())
+            with npu.stream(ext):
+                assert npu.NPUGraph.get_currently_capturing_graph() is h
+            npu.current_stream().wait_stream(ext)
+        with npu.stream(ext):
+            with pytest.raises(RuntimeError, match=NOT_CAPTURING):
+                npu.NPUGraph.get_currently_capturing_graph()
+    finally:
+        npu.set_external_stream_mode("compat")
 
 
 def test_full_mode_allows_capture_callbacks_groups_and_scopes_on_an_external_stream(ext, tmp_path):

@@ -175,6 +175,33 @@ def test_memory_viz_renders_the_history(history, tmp_path):
         assert seg["total_size"] == sum(b["size"] for b in seg["blocks"])
 
 
+def test_snapshot_augmented_with_fx_traces(history, tmp_path):
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    with torch.fx.experimental._config.patch("enrich_profiler_metadata", True):
+        traced = torch.fx.symbolic_trace(Mlp().to("npu"))
+        traced.recompile()
+        traced(torch.randn(4, 8, device="npu"))
+    plain = memory._snapshot()
+    augmented = memory._snapshot(augment_with_fx_traces=True)
+
+    def fx_nodes(snapshot):
+        return {f["fx_node_name"] for e in _trace(snapshot) for f in e["frames"] if "fx_node_name" in f}
+
+    assert fx_nodes(plain) == set()
+    assert {"fc", "relu"} <= fx_nodes(augmented)
+    path = tmp_path / "s.pickle"
+    memory._dump_snapshot(str(path), augment_with_fx_traces=True)
+    with open(path, "rb") as f:
+        assert {"fc", "relu"} <= fx_nodes(pickle.load(f))
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="enabled must be"):
         memory._record_memory_history(enabled="sometimes")

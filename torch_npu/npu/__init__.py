@@ -13,6 +13,7 @@ from .autocast_utils import (
     set_autocast_enabled,
 )
 from . import memory
+from ._runtime_errors import NpuError, check_error
 from .memory import (
     MemPool,
     OutOfMemoryError,
@@ -68,6 +69,8 @@ from ._tensor_types import (
     LongTensor,
     ShortTensor,
 )
+from . import _storage_types
+from ._storage_types import *  # noqa: F401,F403  (the legacy storages; listed in __all__ below)
 from .streams import Event, ExternalEvent, ExternalStream, Stream, SyncLaunchStream
 from .graphs import (
     NPUGraph,
@@ -161,6 +164,7 @@ __all__ = [
     "ExternalStream",
     "MemPool",
     "NPUGraph",
+    "NpuError",
     "OutOfMemoryError",
     "Stream",
     "StreamContext",
@@ -172,6 +176,7 @@ __all__ = [
     "get_device_capability",
     "init",
     "caching_allocator_delete",
+    "check_error",
     "current_device",
     "current_stream",
     "default_generators",
@@ -253,6 +258,7 @@ __all__ = [
     "NPUPluggableAllocator",
     "change_current_allocator",
 ]
+__all__ += _storage_types.__all__
 
 
 def set_compile_mode(jit_compile: bool = True) -> None:

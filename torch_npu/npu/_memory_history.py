@@ -63,7 +63,7 @@ def _record_memory_history(
                                 bool(clear_history))
 
 
-def _snapshot(device: Any = None) -> Dict[str, Any]:
+def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> Dict[str, Any]:
     r"""The allocator's state and history, as ``torch.cuda.memory._snapshot``.
 
     Returns a dict with ``segments`` (every device's segments, each with its
@@ -72,15 +72,24 @@ def _snapshot(device: Any = None) -> Dict[str, Any]:
     list of trace entries per device: action, addr, size, stream, time_us,
     frames) and ``allocator_settings``. Frames are dicts with ``filename``,
     ``line`` and ``name``. ``device`` is ignored, as in CUDA.
+    ``augment_with_fx_traces=True`` adds PyTorch's FX debug fields to frames of
+    FX-generated code (``fx_node_op``, ``fx_node_name``, ``fx_original_trace``,
+    ...), mapping them back to the model's source, as CUDA's does.
     """
     del device
     _lazy_init()
-    return _C._npu_memorySnapshot()
+    snapshot = _C._npu_memorySnapshot()
+    if augment_with_fx_traces:
+        # PyTorch's helper only reads and extends the frames: nothing in it is CUDA's.
+        from torch.cuda.memory import _augment_memory_snapshot_stack_traces
+
+        snapshot = _augment_memory_snapshot_stack_traces(snapshot)
+    return snapshot
 
 
-def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
     r"""Pickle :func:`_snapshot` to ``filename``, for https://pytorch.org/memory_viz."""
-    snapshot = _snapshot()
+    snapshot = _snapshot(augment_with_fx_traces=augment_with_fx_traces)
     with open(filename, "wb") as f:
         pickle.dump(snapshot, f)
 

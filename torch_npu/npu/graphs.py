@@ -225,6 +225,23 @@ class NPUGraph(_C._NPUGraph):
         """
         super().debug_dump(debug_path)
 
+    @staticmethod
+    def get_currently_capturing_graph() -> "NPUGraph":
+        r"""Return the :class:`NPUGraph` whose capture the current stream records into.
+
+        The current stream is the capture stream, or a stream forked into the
+        capture (it waited on an event recorded in it). The object returned is
+        the instance that called :meth:`capture_begin`.
+
+        Raises:
+            RuntimeError: the current stream is not capturing ("The current NPU
+                stream is not currently capturing."; in the default external-stream
+                mode also an external current stream), or it captures for no
+                NPUGraph (a capture begun through the runtime or ACL API directly),
+                or the capture belongs to a ``torch.accelerator.Graph``.
+        """
+        return _C._NPUGraph.get_currently_capturing_graph()
+
     def update(self, cpu_update_input: Any) -> None:
         r"""torch_npu's automatic update; needs ``auto_dispatch_capture``, which the
         simulator does not implement: use the task-group functions instead."""

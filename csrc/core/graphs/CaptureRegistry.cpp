@@ -77,6 +77,13 @@ void unregisterCapture(uint64_t captureId) noexcept {
   if (r.captures.erase(captureId) != 0) r.active.fetch_sub(1, std::memory_order_relaxed);
 }
 
+NPUGraph* capturingGraph(uint64_t captureId) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.captures.find(captureId);
+  return it == r.captures.end() ? nullptr : it->second->graph;
+}
+
 bool isCapturing(const NPUStream& stream) {
   npuStreamCaptureStatus status = npuStreamCaptureStatusNone;
   if (npuStreamIsCapturing(stream.rawHandle(), &status) != npuSuccess) return false;

@@ -42,6 +42,10 @@
 #include "core/PoisonedMemory.h"
 #include "npurt/npurt.h"
 
+namespace c10_npu {
+class NPUGraph;
+}
+
 namespace c10_npu::graphs {
 
 // One capture and, after it ended, its graph: shared by the NPUGraph, the
@@ -55,6 +59,9 @@ struct CaptureState {
 
   uint64_t captureId = 0;  // npurt's capture id; 0 once the capture ended
   c10::DeviceIndex device = 0;
+  // The NPUGraph that began the capture; read only through capturingGraph(),
+  // under the registry's lock (Note [The currently capturing graph]).
+  NPUGraph* graph = nullptr;
 
   std::mutex mutex;                          // guards everything below
   std::vector<poison::StorageRef> writes;    // memory the captured tasks write
@@ -80,6 +87,12 @@ void unregisterCapture(uint64_t captureId) noexcept;
 // not), or the state a task-group update on `stream` collects for; nullptr if
 // neither. Cheap when nothing captures. Thread-safe.
 std::shared_ptr<CaptureState> recorderOf(const NPUStream& stream);
+
+// The NPUGraph whose capture has npurt capture id `captureId`, or nullptr if
+// no capture in progress has that id (a capture begun outside NPUGraph, or one
+// that already ended). Thread-safe; see Note [The currently capturing graph]
+// for how long the pointer stays valid.
+NPUGraph* capturingGraph(uint64_t captureId);
 
 // npurt's view: whether the stream is capturing (active or invalidated).
 // Does not drain. Thread-safe.

@@ -28,7 +28,8 @@ npuStreamCaptureMode toNpuMode(at::GraphCaptureMode mode) {
 // instantiate() has nothing left to do. Not thread-safe, as NPUGraph.
 class NPUGraphImpl final : public at::GraphImplInterface {
  public:
-  explicit NPUGraphImpl(const at::GraphImplArgs& /*args*/) {}
+  explicit NPUGraphImpl(const at::GraphImplArgs& /*args*/)
+      : graph_(NPUGraph::Owner::kAcceleratorGraph) {}
 
   void capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode mode) override {
     graph_.capture_begin(pool, toNpuMode(mode));

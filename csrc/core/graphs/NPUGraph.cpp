@@ -123,6 +123,7 @@ void NPUGraph::capture_begin(c10::MempoolId_t pool, npuStreamCaptureMode mode) {
   auto capture = std::make_shared<graphs::CaptureState>();
   capture->captureId = id;
   capture->device = device_;
+  capture->graph = this;
   graphs::registerCapture(capture);
   capture_ = std::move(capture);
   captureStream_ = stream;
@@ -165,6 +166,12 @@ void NPUGraph::capture_end() {
     endCaptureOnError();
     TORCH_CHECK(false, "NPU graph capture failed: ", npuGetErrorName(status), ": ", message,
                 NPU_ERROR_SUFFIX);
+  }
+  size_t nodes = 0;
+  if (npuGraphGetNodeCount(graph, &nodes) == npuSuccess && nodes == 0) {
+    // CUDA's warning: an empty capture is almost always a mistake.
+    TORCH_WARN("The NPU Graph is empty. This usually means that the graph was attempted to be "
+               "captured on wrong device or stream.");
   }
   npuGraphExec_t exec = nullptr;
   const npuError_t instantiated = npuGraphInstantiate(&exec, graph, 0);
@@ -269,6 +276,34 @@ void NPUGraph::debug_dump(const std::string& path) {
     return;
   }
   NPU_CHECK(npuGraphDebugDotPrint(graph_, path.c_str(), 0));
+}
+
+NPUGraph* NPUGraph::get_currently_capturing_graph() {
+  // Note [The currently capturing graph]
+  const NPUStream stream = getCurrentNPUStream();
+  npuStreamCaptureStatus status = npuStreamCaptureStatusNone;
+  uint64_t id = 0;
+  if (!stream.isExternal() || external::mode() == external::Mode::kFull) {
+    NPU_CHECK(npuStreamGetCaptureInfo(stream.rawHandle(), &status, &id));
+  }
+  TORCH_CHECK(status == npuStreamCaptureStatusActive,
+              "The current NPU stream is not currently capturing.", NPU_ERROR_SUFFIX);
+  NPUGraph* graph = graphs::capturingGraph(id);
+  TORCH_CHECK(graph != nullptr,
+              "get_currently_capturing_graph() can be used only between capture_begin() and "
+              "capture_end(). Did you use a stream without making it depend upon the original "
+              "stream used for capture?",
+              NPU_ERROR_SUFFIX);
+  return graph;
+}
+
+NPUGraph* NPUGraph::get_currently_capturing_npu_graph() {
+  NPUGraph* graph = get_currently_capturing_graph();
+  TORCH_CHECK(graph->owner_ != Owner::kAcceleratorGraph,
+              "torch.npu.NPUGraph.get_currently_capturing_graph() is not supported during "
+              "torch.accelerator.Graph capture.",
+              NPU_ERROR_SUFFIX);
+  return graph;
 }
 
 c10::MempoolId_t graphPoolHandle() {

@@ -36,12 +36,38 @@
 
 namespace c10_npu {
 
+// Note [The currently capturing graph]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// get_currently_capturing_graph() answers "which NPUGraph does the current
+// stream record into?" (CUDA's CUDAGraph::get_currently_capturing_graph), for
+// code that reaches the graph from inside a capture. npurt knows the stream's
+// capture id; the capture registry maps the ids of captures begun by an
+// NPUGraph to the instance, from capture_begin until capture_end or reset,
+// which unregister it before the instance can go away. So a stream forked
+// into the capture (it waited on an event recorded in it) finds the graph
+// too, and a stream capturing for no NPUGraph (npuStreamBeginCapture called
+// directly) finds none. Rules, as torch_npu's:
+//  - only an active capture counts: an invalidated one (a host sync inside
+//    it) is "not currently capturing";
+//  - in compat mode an external current stream is "not currently capturing"
+//    (torch_npu never asks the runtime about one); in full mode it is asked
+//    like any stream (Note [External stream modes] in ExternalStreams.h);
+//  - the NPUGraph inside a torch.accelerator.Graph is never handed to Python
+//    (get_currently_capturing_npu_graph refuses it): Python has no object
+//    for it.
+// The pointer stays valid until that capture ends: as with CUDA, the caller
+// must not end, reset or destroy the graph on another thread meanwhile.
+
 // torch_npu.npu.NPUGraph. One instance captures once; replay() launches the
 // captured work on the current stream. Not thread-safe: one thread uses an
 // instance at a time (as CUDAGraph).
 class NPUGraph {
  public:
-  NPUGraph() = default;
+  // Who created the instance: torch_npu.npu.NPUGraph (Python holds it) or
+  // torch.accelerator.Graph (GraphImpl.cpp; Python never sees it).
+  enum class Owner { kNPUGraph, kAcceleratorGraph };
+
+  explicit NPUGraph(Owner owner = Owner::kNPUGraph) : owner_(owner) {}
   // reset(): returns the pool and destroys the graph; never raises.
   ~NPUGraph();
   NPUGraph(const NPUGraph&) = delete;
@@ -72,10 +98,19 @@ class NPUGraph {
   // The capture/graph state task-group handles refer to; null before capture.
   std::shared_ptr<graphs::CaptureState> state() const { return capture_; }
 
+  // The NPUGraph whose capture the current stream records into (Note [The
+  // currently capturing graph]). Raises torch_npu's messages when the current
+  // stream is not capturing, or captures for no NPUGraph. Thread-safe.
+  static NPUGraph* get_currently_capturing_graph();
+  // As get_currently_capturing_graph, and also refuses the graph of a
+  // torch.accelerator.Graph capture (torch_npu's Python API). Thread-safe.
+  static NPUGraph* get_currently_capturing_npu_graph();
+
  private:
   void endCaptureOnError() noexcept;
   void queueRngState(const NPUStream& stream);
 
+  const Owner owner_;
   std::shared_ptr<graphs::CaptureState> capture_;
   std::optional<NPUStream> captureStream_;
   c10::DeviceIndex device_ = -1;

@@ -19,7 +19,7 @@ constexpr ErrorInfo kErrors[] = {
     {npuErrorInvalidValue, "npuErrorInvalidValue",
      "an argument is out of range or NULL where a pointer is required"},
     {npuErrorMemoryAllocation, "npuErrorMemoryAllocation",
-     "device memory capacity exceeded or host allocation failed"},
+     "out of memory (device memory capacity exceeded, or a host allocation failed)"},
     {npuErrorInitializationError, "npuErrorInitializationError",
      "the runtime configuration (environment variables) is invalid"},
     {npuErrorInvalidDevice, "npuErrorInvalidDevice", "invalid device ordinal"},
