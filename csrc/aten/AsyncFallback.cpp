@@ -33,6 +33,7 @@
 #include "aten/OpTask.h"
 #include "aten/OutputMetadata.h"
 #include "aten/SynchronousOp.h"
+#include "aten/sparse/SparseOpPath.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 
@@ -322,6 +323,7 @@ void detail::routeCompositeOpsToOpPath() {
     return true;
   }();
   (void)routed;
+  sparse::routeCompositeOpsToSparsePath();
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
