@@ -316,9 +316,8 @@ void detail::routeCompositeOpsToOpPath() {
           !hasOutVariantFamily(op->schema())) {
         continue;
       }
-      const std::string qualified =
-          name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-      lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
+      lib->impl(qualifiedName(name).c_str(),
+                torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
     }
     return true;
   }();

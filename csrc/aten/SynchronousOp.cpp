@@ -113,15 +113,7 @@ Stack resultsOnDevice(const Stack& args, SyncOutcome& outcome, const NPUStream& 
     return resultToNpu(r, stream, device);
   };
   Stack results = std::move(outcome.results);
-  for (IValue& v : results) {
-    if (v.isTensor()) {
-      v = toNpu(v.toTensor());
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorVector()) out.push_back(toNpu(t));
-      v = IValue(out);
-    }
-  }
+  mapResultTensors(results, toNpu);
   return results;
 }
 

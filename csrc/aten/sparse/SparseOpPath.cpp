@@ -118,10 +118,25 @@ TaskAccess kernelAccess(const Stack& args) {
 }
 
 // The CPU tensor the kernel gets for npu argument `t`. Inside the task.
+//
+// Note [Sparse kernels read requires_grad]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Some sparse CPU kernels decide what to compute from their inputs'
+// requires_grad: _sparse_mm_reduce_impl computes the argmax/argmin indices
+// its backward reads only for inputs that require grad, and its backward
+// reads them unchecked (an empty tensor is read out of bounds). So the
+// kernel's argument requires grad when the npu argument does; the task runs
+// below autograd (runKernel in OpLauncher.h), so no graph is recorded.
 at::Tensor kernelArgument(const at::Tensor& t, bool written) {
-  if (t.layout() != c10::kStrided) return cpuTwin(t, written);
-  at::Tensor alias = cpuAlias(t);
-  return written ? alias.clone(at::MemoryFormat::Preserve) : alias;
+  at::Tensor cpu;
+  if (t.layout() != c10::kStrided) {
+    cpu = cpuTwin(t, written);
+  } else {
+    at::Tensor alias = cpuAlias(t);
+    cpu = written ? alias.clone(at::MemoryFormat::Preserve) : alias;
+  }
+  if (t.requires_grad()) cpu.requires_grad_(true);
+  return cpu;
 }
 
 // Writes the kernel's copy of a written dense argument back, in stream order.
@@ -147,22 +162,21 @@ void runSparseOp(const c10::OperatorHandle& op, Stack* stack) {
   for (size_t i = 0; i < nargs; ++i) written[i] = writes(schema, i);
 
   auto outcome = std::make_shared<Outcome>();
-  launchKernel(stream, schema.name().c_str(), kernelAccess(args),
-               [op, args, written, outcome] {
-                 Stack s;
-                 for (size_t i = 0; i < args.size(); ++i) {
-                   s.push_back(detail::mapTensors(
-                       args[i],
-                       [&](const at::Tensor& t) {
-                         at::Tensor cpu = kernelArgument(t, written[i]);
-                         outcome->handed.push_back({cpu, t, written[i]});
-                         return cpu;
-                       },
-                       c10::DeviceType::CPU));
-                 }
-                 op.callBoxed(&s);
-                 outcome->results = std::move(s);
-               });
+  launchKernel(stream, schema.name().c_str(), kernelAccess(args), [op, args, written, outcome] {
+    Stack s;
+    for (size_t i = 0; i < args.size(); ++i) {
+      s.push_back(detail::mapTensors(
+          args[i],
+          [&](const at::Tensor& t) {
+            at::Tensor cpu = kernelArgument(t, written[i]);
+            outcome->handed.push_back({cpu, t, written[i]});
+            return cpu;
+          },
+          c10::DeviceType::CPU));
+    }
+    op.callBoxed(&s);
+    outcome->results = std::move(s);
+  });
   waitForHostRead(stream);  // raises the kernel's failure, if any
 
   // Written arguments take what the kernel left in their copies.
@@ -182,15 +196,7 @@ void runSparseOp(const c10::OperatorHandle& op, Stack* stack) {
                                        : toNpu(r, stream, device);
   };
   Stack results = std::move(outcome->results);
-  for (IValue& v : results) {
-    if (v.isTensor()) {
-      v = toDevice(v.toTensor());
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorVector()) out.push_back(toDevice(t));
-      v = IValue(out);
-    }
-  }
+  detail::mapResultTensors(results, toDevice);
   detail::replaceArgsWithResults(stack, nargs, results);
 }
 
@@ -225,9 +231,9 @@ void routeCompositeOpsToSparsePath() {
         {c10::DispatchKey::SparseCsrPrivateUse1, c10::DispatchKey::SparseCsrCPU}};
     for (const auto& [npuKey, cpuKey] : keys) {
       // Leaked: the registrations must outlive every op call, up to exit.
-      auto* lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", npuKey, __FILE__,
-                                                   __LINE__)
-                      .release();
+      auto* lib =
+          std::make_unique<torch::Library>(torch::Library::IMPL, "aten", npuKey, __FILE__, __LINE__)
+              .release();
       std::vector<c10::OperatorName> names = dispatcher.getAllOpNamesForDispatchKey(cpuKey);
       names.insert(names.end(), structured.begin(), structured.end());
       for (const c10::OperatorName& name : names) {
@@ -237,9 +243,8 @@ void routeCompositeOpsToSparsePath() {
             op->hasKernelForDispatchKey(npuKey)) {
           continue;
         }
-        const std::string qualified =
-            name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-        lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&sparseFallback>());
+        lib->impl(detail::qualifiedName(name).c_str(),
+                  torch::CppFunction::makeFromBoxedFunction<&sparseFallback>());
       }
     }
     return true;

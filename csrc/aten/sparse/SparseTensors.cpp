@@ -61,7 +61,8 @@ at::Tensor cpuTwin(const at::Tensor& npu, bool copy) {
 
 at::Tensor toNpu(const at::Tensor& cpu, const NPUStream& stream, c10::DeviceIndex device) {
   c10::SmallVector<at::Tensor, 3> parts;
-  for (const at::Tensor& c : components(cpu)) parts.push_back(detail::resultToNpu(c, stream, device));
+  for (const at::Tensor& c : components(cpu))
+    parts.push_back(detail::resultToNpu(c, stream, device));
   return assemble(cpu.layout(), cpu.sizes(), parts, isCoo(cpu) && cpu.is_coalesced());
 }
 
@@ -72,7 +73,9 @@ void adopt(const at::Tensor& npu, const at::Tensor& cpu, const NPUStream& stream
   const at::Tensor fresh = toNpu(cpu, stream, device);
   if (isCoo(npu)) {
     at::SparseTensorImpl* impl = at::sparse::get_sparse_impl(npu);
-    impl->resize_(cpu.sparse_dim(), cpu.dense_dim(), cpu.sizes());
+    // Metadata only: resize_ would resize the old components, which views
+    // handed out by _indices() and _values() may still share.
+    impl->raw_resize_(cpu.sparse_dim(), cpu.dense_dim(), cpu.sizes());
     impl->set_indices_and_values_unsafe(fresh._indices(), fresh._values());
     impl->set_coalesced(cpu.is_coalesced());
     return;
