@@ -216,6 +216,20 @@ def test_sparse_gradient_of_values_matches_cpu():
     torch.testing.assert_close(run("npu").cpu(), run("cpu"))
 
 
+@pytest.mark.parametrize("reduce", ["sum", "amax"])
+def test_sparse_mm_reduce_gradients_match_cpu(reduce):
+    # amax's backward reads the argmax indices the forward computes only for
+    # inputs that require grad (Note [Sparse kernels read requires_grad]).
+    def run(device):
+        a = dense_sample().to_sparse_csr().to(device).requires_grad_()
+        w = torch.arange(8.0).reshape(4, 2).to(device).requires_grad_()
+        torch.sparse.mm(a, w, reduce).pow(2).sum().backward()
+        return a.grad.to_dense().cpu(), w.grad.cpu()
+
+    for actual, expected in zip(run("npu"), run("cpu")):
+        torch.testing.assert_close(actual, expected)
+
+
 # --- streams and host syncs --------------------------------------------------------------
 
 
