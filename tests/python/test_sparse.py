@@ -17,14 +17,6 @@ import torch_npu
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse")
 
 
-@pytest.fixture(autouse=True)
-def _default_sync_mode():
-    torch_npu.npu.set_sync_debug_mode("default")
-    torch_npu.npu.reset_host_sync_stats()
-    yield
-    torch_npu.npu.set_sync_debug_mode("default")
-
-
 def dense_sample() -> torch.Tensor:
     return torch.tensor([[0.0, 1.5, 0.0, -2.0], [3.0, 0.0, 0.0, 4.0], [0.0, 0.0, 5.0, 0.0]])
 
@@ -256,13 +248,16 @@ def test_data_dependent_ops_are_host_syncs_and_follow_the_debug_mode():
     s.coalesce()
     stats = torch_npu.npu.host_sync_stats()
     assert stats == {"aten::_to_sparse": 1, "aten::_coalesce": 1}
-    torch_npu.npu.set_sync_debug_mode("error")
-    with pytest.raises(RuntimeError, match="called a synchronizing NPU operation: aten::_coalesce"):
-        s.coalesce()
-    s.to_dense()  # asynchronous: allowed in error mode
-    torch_npu.npu.set_sync_debug_mode("warn")
-    with pytest.warns(UserWarning, match="synchronizing NPU operation: aten::_to_sparse"):
-        x.to_sparse()
+    try:
+        torch_npu.npu.set_sync_debug_mode("error")
+        with pytest.raises(RuntimeError, match="called a synchronizing NPU operation: aten::_coalesce"):
+            s.coalesce()
+        s.to_dense()  # asynchronous: allowed in error mode
+        torch_npu.npu.set_sync_debug_mode("warn")
+        with pytest.warns(UserWarning, match="synchronizing NPU operation: aten::_to_sparse"):
+            x.to_sparse()
+    finally:
+        torch_npu.npu.set_sync_debug_mode("default")
 
 
 def test_sparse_ops_run_in_stream_order(npurt):
