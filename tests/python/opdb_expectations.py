@@ -32,9 +32,7 @@ FORWARD_XFAIL: Dict[str, str] = {}
 FORWARD_XFAIL_LATER_SAMPLES: Dict[str, str] = {}
 
 # The gradient check fails on the first sample.
-GRAD_XFAIL: Dict[str, str] = {
-    
-}
+GRAD_XFAIL: Dict[str, str] = {}
 
 # The gradient check fails on a later sample only (NPU_OPDB_SAMPLES=all).
 GRAD_XFAIL_LATER_SAMPLES: Dict[str, str] = {}
