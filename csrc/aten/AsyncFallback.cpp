@@ -34,6 +34,7 @@
 #include "aten/OutputMetadata.h"
 #include "aten/SynchronousOp.h"
 #include "aten/WrappedNumbers.h"
+#include "aten/sparse/SparseOpPath.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 
@@ -348,13 +349,13 @@ void detail::routeCompositeOpsToOpPath() {
           !hasOutVariantFamily(op->schema())) {
         continue;
       }
-      const std::string qualified =
-          name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-      lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
+      lib->impl(qualifiedName(name).c_str(),
+                torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
     }
     return true;
   }();
   (void)routed;
+  sparse::routeCompositeOpsToSparsePath();
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

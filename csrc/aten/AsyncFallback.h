@@ -18,7 +18,8 @@ void runGenericOp(const c10::OperatorHandle& op, Stack* stack);
 // otherwise run PyTorch's CompositeExplicitAutogradNonFunctional kernel (Note
 // [Structured ops take the op path] in AsyncFallback.cpp). Call after every
 // npu kernel of this library is registered (the extension module's
-// initialisation does). Idempotent; thread-safe.
+// initialisation does). Also routes those ops of sparse npu tensors to the
+// sparse op path (sparse/SparseOpPath.h). Idempotent; thread-safe.
 void routeCompositeOpsToOpPath();
 
 }  // namespace c10_npu::aten::detail

@@ -6,9 +6,11 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
+#include <ATen/core/operator_name.h>
 #include <c10/core/DispatchKeySet.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace c10_npu::aten::detail {
@@ -73,6 +75,27 @@ void forEachNpuTensor(const IValue& v, const Fn& fn) {
   } else if (v.isList()) {
     for (const IValue& e : v.toListRef()) {
       if (e.isTensor() && isNpu(e.toTensor())) fn(e.toTensor());
+    }
+  }
+}
+
+// The name under which torch::Library::impl registers a kernel for `name`:
+// "aten::add.Tensor", or "aten::relu" without an overload.
+inline std::string qualifiedName(const c10::OperatorName& name) {
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+// Maps every tensor among an op's results (tensors and tensor lists) through
+// fn, in place.
+template <typename Fn>
+void mapResultTensors(Stack& results, const Fn& fn) {
+  for (IValue& v : results) {
+    if (v.isTensor()) {
+      v = fn(v.toTensor());
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorVector()) out.push_back(fn(t));
+      v = IValue(out);
     }
   }
 }

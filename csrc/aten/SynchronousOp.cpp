@@ -30,19 +30,6 @@ struct SyncOutcome {
   std::unordered_map<const c10::TensorImpl*, const c10::TensorImpl*> npuOfAlias;
 };
 
-// Writes a host result into fresh device memory on `stream`, in stream order.
-at::Tensor resultToNpu(const at::Tensor& r, const NPUStream& stream, c10::DeviceIndex device) {
-  at::Tensor contiguous = r.is_non_overlapping_and_dense() ? r : r.contiguous();
-  at::Tensor out =
-      emptyNpu(contiguous.sizes(), contiguous.strides(), contiguous.scalar_type(), device);
-  TaskAccess access;
-  access.write(out);
-  // `out` is fresh memory of `stream`: a non-owning alias is safe here.
-  launchKernel(stream, "aten::copy_", std::move(access),
-               [dst = cpuAlias(out), src = std::move(contiguous)]() mutable { dst.copy_(src); });
-  return out;
-}
-
 // Note [Out arguments the CPU kernel resized]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // An out= kernel resizes its out arguments to the result's shape, which on
@@ -126,19 +113,23 @@ Stack resultsOnDevice(const Stack& args, SyncOutcome& outcome, const NPUStream& 
     return resultToNpu(r, stream, device);
   };
   Stack results = std::move(outcome.results);
-  for (IValue& v : results) {
-    if (v.isTensor()) {
-      v = toNpu(v.toTensor());
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorVector()) out.push_back(toNpu(t));
-      v = IValue(out);
-    }
-  }
+  mapResultTensors(results, toNpu);
   return results;
 }
 
 }  // namespace
+
+at::Tensor resultToNpu(const at::Tensor& r, const NPUStream& stream, c10::DeviceIndex device) {
+  at::Tensor contiguous = r.is_non_overlapping_and_dense() ? r : r.contiguous();
+  at::Tensor out =
+      emptyNpu(contiguous.sizes(), contiguous.strides(), contiguous.scalar_type(), device);
+  TaskAccess access;
+  access.write(out);
+  // `out` is fresh memory of `stream`: a non-owning alias is safe here.
+  launchKernel(stream, "aten::copy_", std::move(access),
+               [dst = cpuAlias(out), src = std::move(contiguous)]() mutable { dst.copy_(src); });
+  return out;
+}
 
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                       const OpInfo& info) {

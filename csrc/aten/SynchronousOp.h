@@ -9,6 +9,7 @@
 
 #include "aten/OpArgs.h"
 #include "aten/OpPlan.h"
+#include "core/NPUStream.h"
 
 namespace c10_npu::aten::detail {
 
@@ -17,5 +18,10 @@ namespace c10_npu::aten::detail {
 // kernel's failure. Thread-safe (per stack).
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                       const OpInfo& info);
+
+// Writes a host result (a CPU tensor the host owns, or an alias of device
+// memory read in stream order) into fresh device memory on `stream`, by a
+// copy task queued there. Thread-safe.
+at::Tensor resultToNpu(const at::Tensor& r, const NPUStream& stream, c10::DeviceIndex device);
 
 }  // namespace c10_npu::aten::detail

@@ -24,25 +24,15 @@ UNINITIALIZED: Dict[str, str] = {
     "new_empty_strided": _UNINIT,
 }
 
-_SPARSE = "sparse layouts: npu has no sparse tensors — gap, issue 10"
-
 # The forward check fails on the first sample.
-FORWARD_XFAIL: Dict[str, str] = {
-    "sparse.sampled_addmm": _SPARSE,
-    "sparse.mm.reduce": _SPARSE,
-    "to_sparse": _SPARSE,
-}
+FORWARD_XFAIL: Dict[str, str] = {}
 
 # The forward check passes on the first sample but fails on a later one
 # (applies with NPU_OPDB_SAMPLES=all).
 FORWARD_XFAIL_LATER_SAMPLES: Dict[str, str] = {}
 
 # The gradient check fails on the first sample.
-GRAD_XFAIL: Dict[str, str] = {
-    "sparse.sampled_addmm": _SPARSE,
-    "sparse.mm.reduce": _SPARSE,
-    "to_sparse": _SPARSE,
-}
+GRAD_XFAIL: Dict[str, str] = {}
 
 # The gradient check fails on a later sample only (NPU_OPDB_SAMPLES=all).
 GRAD_XFAIL_LATER_SAMPLES: Dict[str, str] = {}

@@ -78,9 +78,35 @@ def test_broadcast_coalesced_keeps_order_and_gives_fresh_versions():
     assert on1[0]._version == versions[0] + 1 and on1[1]._version == versions[1]
     with pytest.raises(RuntimeError, match=r"All tensors must be on devices\[0\]: 1"):
         comm.broadcast_coalesced(tensors, (1, 0))
-    sparse = torch.eye(2).to_sparse()
-    with pytest.raises(RuntimeError, match="sparse_coo tensors are not supported: npu has dense"):
-        torch._C._broadcast_coalesced([sparse], [0, 1], 1024)
+    csr = torch.eye(2).to_sparse_csr()
+    with pytest.raises(RuntimeError, match="sparse_csr tensors are not supported: npu broadcasts strided and "
+                                           "sparse_coo tensors"):
+        torch._C._broadcast_coalesced([csr], [0, 1], 1024)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse")
+def test_broadcast_coalesced_and_reduce_add_of_sparse_tensors():
+    # Sparse COO tensors among dense ones, as torch.cuda.comm takes them:
+    # broadcast whole, coalesced by flat buffers of indices and values, and
+    # summed (sparse + sparse) by reduce_add.
+    sparse = [torch.sparse_coo_tensor(torch.tensor([[0, 1, 0], [2, 0, 2]]), torch.tensor([1.0, 2.0, 3.0]),
+                                      (2, 3)).npu(),
+              torch.eye(3, dtype=torch.float64).to_sparse().npu()]
+    tensors = [sparse[0], torch.arange(4.0).npu(), sparse[1]]
+    _, copy = comm.broadcast(sparse[0], (0, 1))
+    assert copy.is_sparse and copy.device == torch.device("npu:1")
+    assert copy._indices().device == torch.device("npu:1")
+    on0, on1 = comm.broadcast_coalesced(tensors, (0, 1), buffer_size=40)
+    for t, a, b in zip(tensors, on0, on1):
+        assert a is t and b.device == torch.device("npu:1") and b.layout == t.layout
+        assert not t.is_sparse or b.is_coalesced() == t.is_coalesced()
+        dense = (lambda x: x.to_dense()) if t.is_sparse else (lambda x: x)
+        torch.testing.assert_close(dense(b).cpu(), dense(t).cpu())
+    sums = comm.reduce_add_coalesced([tensors, on1], destination=0, buffer_size=40)
+    for s, t in zip(sums, tensors):
+        assert s.device == torch.device("npu:0") and s.layout == t.layout
+        dense = (lambda x: x.to_dense()) if t.is_sparse else (lambda x: x)
+        torch.testing.assert_close(dense(s).cpu(), dense(t).cpu() * 2)
 
 
 def test_reduce_add_and_coalesced():

@@ -248,11 +248,16 @@ def compare(expected: Any, actual: Any, tol: Tuple[float, float], values: bool =
         assert actual.shape == expected.shape, (
             f"{path}: shape {tuple(actual.shape)} != {tuple(expected.shape)}")
         assert actual.layout == expected.layout, f"{path}: layout {actual.layout}"
-        if values and expected.layout == torch.strided:
+        if values:
+            # Sparse results are compared by their dense values: the same
+            # tensor may be stored with other (uncoalesced) indices.
+            def dense(t: torch.Tensor) -> torch.Tensor:
+                t = t.detach()
+                return t.cpu() if t.layout == torch.strided else t.to_dense().cpu()
+
             rtol, atol = tol
-            torch.testing.assert_close(actual.detach().cpu(), expected.detach().cpu(), rtol=rtol,
-                                       atol=atol, equal_nan=True,
-                                       msg=lambda m: f"{path}: {m}")
+            torch.testing.assert_close(dense(actual), dense(expected), rtol=rtol, atol=atol,
+                                       equal_nan=True, msg=lambda m: f"{path}: {m}")
         return
     if isinstance(expected, (list, tuple)):
         assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), (

@@ -14,14 +14,25 @@ does not reuse the source before the copy read it (Copy.cpp). Copies from
 pageable host memory wait for the host, as everywhere. ``scatter`` copies a
 chunk on the caller's stream of that chunk's device when one is given.
 
-Sparse tensors: npu has none, so every sparse input is refused with a clear
-error (docs/COMPATIBILITY.md).
+Sparse COO tensors are broadcast as CUDA broadcasts them: ``broadcast`` copies
+them whole (``copy_`` of sparse tensors copies their indices and values),
+``broadcast_coalesced`` flattens the indices and the values of each chunk of
+sparse tensors into two buffers (``_flatten_sparse_tensors``), broadcasts
+those, and builds each device's tensors over views of them. Compressed
+layouts (CSR, CSC, BSR, BSC), which CUDA's comm does not take either, and
+sparse inputs of scatter and gather are refused with a clear error.
 """
 
 from typing import List, Optional, Sequence, Tuple
 
 import torch
-from torch._utils import _flatten_dense_tensors, _reorder_tensors_as, _take_tensors, _unflatten_dense_tensors
+from torch._utils import (
+    _flatten_dense_tensors,
+    _flatten_sparse_tensors,
+    _reorder_tensors_as,
+    _take_tensors,
+    _unflatten_dense_tensors,
+)
 
 __all__: List[str] = []
 
@@ -49,6 +60,14 @@ def _check_dense(t: torch.Tensor, api: str) -> None:
         )
 
 
+def _check_dense_or_coo(t: torch.Tensor, api: str) -> None:
+    if t.layout not in (torch.strided, torch.sparse_coo):
+        raise RuntimeError(
+            f"{api}: {t.layout} tensors are not supported: npu broadcasts strided and sparse_coo "
+            "tensors; convert with to_sparse_coo() or to_dense() first"
+        )
+
+
 def _suggest_memory_format(t: torch.Tensor) -> torch.memory_format:
     # ATen's suggest_memory_format for the layouts gather keeps.
     if not t.is_contiguous():
@@ -60,7 +79,7 @@ def _suggest_memory_format(t: torch.Tensor) -> torch.memory_format:
 
 
 def _broadcast_out(tensor: torch.Tensor, out: List[torch.Tensor]) -> List[torch.Tensor]:
-    _check_dense(tensor, "broadcast")
+    _check_dense_or_coo(tensor, "broadcast")
     for i, o in enumerate(out):
         if not _is_npu(o):
             raise RuntimeError(
@@ -78,7 +97,7 @@ def _broadcast_out(tensor: torch.Tensor, out: List[torch.Tensor]) -> List[torch.
 
 
 def _broadcast(tensor: torch.Tensor, devices: List[int]) -> List[torch.Tensor]:
-    _check_dense(tensor, "broadcast")
+    _check_dense_or_coo(tensor, "broadcast")
     source = tensor.get_device() if _is_npu(tensor) else -1
     for d in devices:
         if d < 0:
@@ -94,24 +113,43 @@ def _broadcast_coalesced(tensors: List[torch.Tensor], devices: List[int], buffer
     if not devices:
         raise RuntimeError("broadcast_coalesced: expected at least one device, but got none")
     for i, t in enumerate(tensors):
-        _check_dense(t, "broadcast_coalesced")
+        _check_dense_or_coo(t, "broadcast_coalesced")
         if t.get_device() != devices[0]:
             raise RuntimeError(
                 f"All tensors must be on devices[0]: {devices[0]}, but tensor at index {i} is on {t.device}"
             )
     outputs: List[List[torch.Tensor]] = [list(tensors)] + [[] for _ in devices[1:]]
     for chunk in _take_tensors(tensors, buffer_size):
-        # One flat buffer per chunk of one dtype: one copy per device instead
-        # of one per tensor.
+        # One flat buffer per chunk of one dtype and layout (two for sparse
+        # tensors: indices, values): one copy per device instead of one per
+        # tensor.
         with torch.npu.device(devices[0]):
-            flat = _flatten_dense_tensors(chunk)
-        copies = _broadcast(flat, devices)
+            flat = _flatten_sparse_tensors(chunk) if chunk[0].is_sparse else (_flatten_dense_tensors(chunk),)
+        copies = [_broadcast(f, devices) for f in flat]
         for i in range(1, len(devices)):
+            if chunk[0].is_sparse:
+                unflat = _unflatten_sparse(copies[0][i], copies[1][i], chunk)
+            else:
+                unflat = _unflatten_dense_tensors(copies[0][i], chunk)
             # `.data`: each result gets a version counter of its own, as with
             # CUDA (NOTE [ Version Counter in comm.*_coalesced ]).
-            outputs[i].extend(t.data for t in _unflatten_dense_tensors(copies[i], chunk))
+            outputs[i].extend(t.data for t in unflat)
     # _take_tensors groups by dtype: put every list back in the input order.
     return [outputs[0]] + [list(_reorder_tensors_as(o, tensors)) for o in outputs[1:]]
+
+
+def _unflatten_sparse(
+    flat_indices: torch.Tensor, flat_values: torch.Tensor, like: Sequence[torch.Tensor]
+) -> List[torch.Tensor]:
+    r"""Sparse tensors of the sizes of ``like`` over views of the flat buffers,
+    on the buffers' device (``torch._utils._unflatten_sparse_tensors`` builds
+    them with ``Tensor.new``, on the device of ``like``)."""
+    indices = _unflatten_dense_tensors(flat_indices, [t._indices() for t in like])
+    values = _unflatten_dense_tensors(flat_values, [t._values() for t in like])
+    return [
+        torch.sparse_coo_tensor(i, v, t.size(), is_coalesced=t.is_coalesced(), check_invariants=False)
+        for t, i, v in zip(like, indices, values)
+    ]
 
 
 def _stream_for(streams: _Streams, i: int, device: int) -> Optional[torch.Stream]:

@@ -6,7 +6,7 @@ The same functions as ``torch.cuda.comm`` (``torch.nn.parallel.comm``):
 same arguments and errors ("CUDA" reads "NPU"). They run on npu because
 ``import torch_npu`` defines the ``torch._C`` functions they call
 (``_data_parallel_comm.py``). Copies are queued on streams, not waited for.
-Sparse tensors are not supported (npu has none). ``reduce_add`` warns "PyTorch
+Sparse COO tensors are broadcast and reduced as with CUDA. ``reduce_add`` warns "PyTorch
 is not compiled with NCCL support" (PyTorch's own check, as with torch_npu)
 and adds with queued copies instead.
 """
