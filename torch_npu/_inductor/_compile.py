@@ -33,6 +33,10 @@ What that costs and what it refuses:
 - The task holds the GIL while it runs (the compiled wrapper is Python); the
   host's waits release it, as for every host callback (Note [Host callbacks]).
 - One copy per output (Inductor allocates its outputs itself).
+- The task declares no memory accesses: the race detector (NPU_SIM_RACECHECK)
+  does not see them, and it neither checks nor spreads poisoned inputs
+  (Note [Poisoned memory]); an input poisoned by an earlier failure is read as
+  it is. A failure of the task itself is reported like any task's.
 - Output shapes must be known at the call: sizes that are expressions of
   the inputs' sizes are evaluated from the arguments; a graph whose output
   size depends on data (unbacked symbols) runs on the host after a
