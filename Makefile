@@ -3,6 +3,9 @@
 #   make test      build everything and run every test suite
 #   make test-ops  every float32 sample of every op_db op on npu against CPU
 #                  (tests/python/test_opdb.py; CI runs the first sample of each)
+#   make test-compile  torch.compile's default backend (Inductor) on npu
+#                  (tests/python/test_compile_inductor.py: it compiles C++;
+#                  eager/aot_eager are in make test)
 #   make test-racecheck  the Python suite's cross-stream files with npurt's
 #                  device race detector on (NPU_SIM_RACECHECK=1); fails on any
 #                  race report (RACECHECK_TESTS=tests/python: all of it)
@@ -43,6 +46,11 @@ PACKAGING_TIMEOUT ?= 1200
 # machine (each test also has pytest.ini's own limit).
 OPS_TIMEOUT ?= 1200
 
+# test-compile: about 1 minute on 2 vCPUs with Inductor's cache warm, up to
+# 3 cold (each graph is C++ compiled); the timeout bounds a hang or a slow
+# machine (each test also has its own limit).
+COMPILE_TIMEOUT ?= 900
+
 # test-racecheck: the Python suite's files that order work across streams
 # (streams, events, external streams, graphs, host callbacks, threads,
 # record_stream, collectives, models and autograd across streams) once more,
@@ -75,7 +83,7 @@ RACECHECK_TIMEOUT ?= 1200
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps build install wheel test test-cpp test-python test-ops test-packaging test-racecheck bench demo sanitize sanitize-full fuzz clean
+.PHONY: all deps build install wheel test test-cpp test-python test-ops test-compile test-packaging test-racecheck bench demo sanitize sanitize-full fuzz clean
 
 all: build
 
@@ -108,6 +116,10 @@ test: test-cpp test-python
 test-ops: build
 	NPU_OPDB_SAMPLES=all PYTHONPATH=$(CURDIR) timeout $(OPS_TIMEOUT) \
 		$(VPY) -m pytest tests/python/test_opdb.py -q -p no:cacheprovider
+
+test-compile: build
+	NPU_TEST_INDUCTOR=1 PYTHONPATH=$(CURDIR) timeout $(COMPILE_TIMEOUT) \
+		$(VPY) -m pytest tests/python/test_compile_inductor.py -q -p no:cacheprovider --timeout 600
 
 # Tests marked racy (they race on purpose) are skipped; any other test that
 # makes npurt report a race fails (tests/python/conftest.py).

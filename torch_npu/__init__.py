@@ -40,6 +40,11 @@ torch.utils.generate_methods_for_privateuse1_backend(
 
 from . import profiler  # noqa: E402
 from . import distributed  # noqa: E402  (registers torch.distributed's "hccl" backend)
+from .utils import _dynamo  # noqa: E402
+
+# Dynamo's npu interface and stream tracing, set up when torch._dynamo is
+# first imported (importing it here would cost seconds).
+_dynamo._install()
 
 __all__ = ["npu", "distributed", "profiler", "erase_stream"]
 

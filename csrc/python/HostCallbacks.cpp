@@ -20,10 +20,17 @@
 // _launch_host_func_pending(stream, fn, user_data) does not hold the stream:
 // its task schedules fn(user_data) on the main interpreter thread
 // (Py_AddPendingCall), as torch_npu's does.
+// _npu_launchHostTask(stream, fn, user_data) is ours, for work computed on
+// the host in stream order (torch.compile's npu graphs, Note [Compiled npu
+// graphs run as stream tasks] in torch_npu/_inductor/_compile.py): as
+// _launch_host_func, but an exception raised by fn is a task failure of the
+// stream (Note [Task failure rule]), reported with its message by the
+// stream's next synchronize or query, never swallowed.
 // The Python objects are released on host threads (Note [Task captures are
 // released on producer threads] in csrc/aten/OpLauncher.h).
 #include <torch/csrc/utils/pybind.h>
 
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -77,6 +84,40 @@ int runBlocking(void* user, char* /*errorBuf*/, size_t /*errorBufSize*/) {
   return 0;
 }
 
+// Writes "<type>: <message>" of the pending Python exception into buf and
+// clears it. Needs the GIL.
+void takeErrorMessage(char* buf, size_t size) {
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  PyErr_Fetch(&type, &value, &trace);
+  PyErr_NormalizeException(&type, &value, &trace);
+  PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
+  const char* message = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+  if (message == nullptr) PyErr_Clear();  // the message itself failed: keep the type
+  const char* typeName =
+      type != nullptr ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error";
+  std::snprintf(buf, size, "%s: %s", typeName, message != nullptr ? message : "(no message)");
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(trace);
+}
+
+int runFailing(void* user, char* errorBuf, size_t errorBufSize) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return 0;
+  PyGILState_STATE state = PyGILState_Ensure();
+  const Callback& cb = **static_cast<CallbackPtr*>(user);
+  PyObject* result = PyObject_CallOneArg(cb.fn, cb.data);
+  int status = 0;
+  if (result == nullptr) {
+    takeErrorMessage(errorBuf, errorBufSize);
+    status = 1;
+  } else {
+    Py_DECREF(result);
+  }
+  PyGILState_Release(state);
+  return status;
+}
+
 int pendingHandler(void* arg) {
   std::unique_ptr<CallbackPtr> cb(static_cast<CallbackPtr*>(arg));
   callWithGil(**cb);
@@ -97,7 +138,9 @@ void releaseCallback(void* user) {
   aten::detail::deferRelease(user, &destroyCallback);
 }
 
-void launch(const char* api, py::handle s, py::handle fn, py::handle data, bool pending) {
+enum class Mode { kBlocking, kPending, kFailing };
+
+void launch(const char* api, py::handle s, py::handle fn, py::handle data, Mode mode) {
   const NPUStream stream = pyStreamArg(s.ptr(), api);
   external::checkManagedOnly(stream, api);
   TORCH_CHECK_TYPE(PyCallable_Check(fn.ptr()), api, " expects a callable, but got ",
@@ -105,8 +148,20 @@ void launch(const char* api, py::handle s, py::handle fn, py::handle data, bool 
   auto cb = std::make_unique<CallbackPtr>(
       std::make_shared<Callback>(fn.inc_ref().ptr(), data.inc_ref().ptr()));
   npuTask task{};
-  task.name = pending ? "host callback (pending)" : "host callback";
-  task.run = pending ? &runPending : &runBlocking;
+  switch (mode) {
+    case Mode::kBlocking:
+      task.name = "host callback";
+      task.run = &runBlocking;
+      break;
+    case Mode::kPending:
+      task.name = "host callback (pending)";
+      task.run = &runPending;
+      break;
+    case Mode::kFailing:
+      task.name = "host task";
+      task.run = &runFailing;
+      break;
+  }
   task.release = &releaseCallback;
   task.userData = cb.release();
   aten::detail::releaseDeferred();
@@ -128,10 +183,13 @@ Subscriptions& subscriptions() {
 
 void initHostCallbacks(py::module_& m) {
   m.def("_launch_host_func", [](py::handle s, py::handle fn, py::handle data) {
-    launch("launch_callback", s, fn, data, /*pending=*/false);
+    launch("launch_callback", s, fn, data, Mode::kBlocking);
   });
   m.def("_launch_host_func_pending", [](py::handle s, py::handle fn, py::handle data) {
-    launch("launch_callback", s, fn, data, /*pending=*/true);
+    launch("launch_callback", s, fn, data, Mode::kPending);
+  });
+  m.def("_npu_launchHostTask", [](py::handle s, py::handle fn, py::handle data) {
+    launch("_npu_launchHostTask", s, fn, data, Mode::kFailing);
   });
   m.def("_subscribe_report", [](py::handle s) {
     const NPUStream stream = pyStreamArg(s.ptr(), "subscribe_report");
