@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/CPUAlias.h"
+#include "core/NPUFunctions.h"
 #include "core/NPUStream.h"
 #include "core/PoisonedMemory.h"
 #include "core/StreamLimits.h"
@@ -60,7 +61,7 @@ struct TaskAccess {
   };
   c10::SmallVector<poison::StorageRef, 4> reads;  // storages of npu inputs
   c10::SmallVector<Write, 2> writes;              // npu outputs (fresh, in-place, out=)
-  bool writesHost = false;                 // writes host memory (a copy to cpu)
+  bool writesHost = false;                        // writes host memory (a copy to cpu)
   // The byte spans of the tensors read and written, for npurt's race
   // detector; filled only while it is on (core/RaceCheck.h), else empty.
   std::vector<npuMemAccess> declared;
@@ -297,6 +298,38 @@ void launchKernel(const NPUStream& stream, const char* name, TaskAccess access, 
   task.release = &detail::releaseKernel<std::decay_t<F>>;
   task.userData = owned.release();  // queue::launch owns it from here on, also on failure
   queue::launch(stream, task);
+}
+
+// Note [Kernels the host waits for raise at the call]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A kernel whose results the host waits for (the synchronous op path, Note
+// [The synchronous op path]; sparse ops) is a CPU call made synchronously:
+// its exception belongs to the call, as on CPU, not to the stream. So such a
+// task catches what f throws, and the host rethrows it after the wait, with
+// its type (IndexError, ValueError, NotImplementedError, ...) and message; the
+// stream is not failed, the work queued behind the task still runs, and
+// nothing is poisoned: the arguments hold whatever the kernel left in them,
+// as CPU's do. This is how an argument error that a meta kernel raises
+// (`int_tensor.add_(1.5)`: "result type Float can't be cast ...") reaches the
+// caller once, at the call, and leaves the tensor intact. Failures that are
+// not f's own (a poisoned input, a refused launch) still fail the stream.
+
+// Queues f() on `stream` like launchKernel, waits for the stream as a host
+// read does (waitForHostRead), and rethrows f's exception, if any, on the
+// calling thread. Thread-safe.
+template <typename F>
+void launchKernelAndWait(const NPUStream& stream, const char* name, TaskAccess access, F&& f) {
+  access.writesHost = true;  // the results come back to the host
+  auto error = std::make_shared<std::exception_ptr>();
+  launchKernel(stream, name, std::move(access), [f = std::forward<F>(f), error]() mutable {
+    try {
+      f();
+    } catch (...) {
+      *error = std::current_exception();
+    }
+  });
+  waitForHostRead(stream);  // raises failures that are not f's
+  if (*error) std::rethrow_exception(*error);
 }
 
 // A kernel that touches no tensor memory (tests, host work).

@@ -52,29 +52,27 @@ void adoptResized(const at::Tensor& npu, const at::Tensor& alias) {
 }
 
 // Queues the kernel of `computeOp` on the first computeArgs arguments as a
-// task on `stream`, and waits for it; raises the kernel's failure.
+// task on `stream`, and waits for it; raises the kernel's exception.
 std::shared_ptr<SyncOutcome> runKernelAndWait(const c10::OperatorHandle& op,
                                               const c10::OperatorHandle& computeOp,
                                               const Stack& args, size_t computeArgs,
                                               const OpInfo& info, const NPUStream& stream,
                                               c10::DeviceIndex device) {
   const std::optional<SeedReservation> seed = reserveOpSeed(args, info, device);
-  TaskAccess access = opAccess(args, info, {});
-  access.writesHost = true;  // the results come back to the host
   auto outcome = std::make_shared<SyncOutcome>();
   const int generatorArg = info.generatorArg;
-  launchKernel(stream, op.schema().name().c_str(), std::move(access),
-               [computeOp, computeArgs, args, generatorArg, seed, outcome] {
-                 Stack s = cpuArgs(args, computeArgs, generatorArg, seed, [&](const at::Tensor& t) {
-                   at::Tensor alias = cpuAlias(t);
-                   outcome->npuOfAlias.emplace(alias.unsafeGetTensorImpl(),
-                                               t.unsafeGetTensorImpl());
-                   return alias;
-                 });
-                 computeOp.redispatchBoxed(kCpuKeys, &s);
-                 outcome->results = std::move(s);
-               });
-  waitForHostRead(stream);  // raises the kernel's failure, if any
+  // Note [Kernels the host waits for raise at the call].
+  launchKernelAndWait(
+      stream, op.schema().name().c_str(), opAccess(args, info, {}),
+      [computeOp, computeArgs, args, generatorArg, seed, outcome] {
+        Stack s = cpuArgs(args, computeArgs, generatorArg, seed, [&](const at::Tensor& t) {
+          at::Tensor alias = cpuAlias(t);
+          outcome->npuOfAlias.emplace(alias.unsafeGetTensorImpl(), t.unsafeGetTensorImpl());
+          return alias;
+        });
+        computeOp.redispatchBoxed(kCpuKeys, &s);
+        outcome->results = std::move(s);
+      });
   return outcome;
 }
 

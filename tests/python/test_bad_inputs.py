@@ -328,3 +328,42 @@ def test_ops_without_a_cpu_kernel_are_refused_at_the_call(call):
         call(x)
     torch.npu.synchronize()
     device_works()
+
+
+_INT = lambda: torch.arange(4, dtype=torch.int32, device="npu")  # noqa: E731
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x.add_(1.5),
+    lambda x: x.mul_(torch.ones(4, device=x.device)),
+    lambda x: x.div_(2),
+    lambda x: x.sin_(),
+    lambda x: x.clamp_(0.5),
+    lambda x: torch.add(x, 1.5, out=x),
+])
+def test_in_place_results_of_an_impossible_dtype_raise_at_the_call_and_leave_the_tensor(call):
+    # Note [Kernels the host waits for raise at the call]: CPU's message, at the call; the
+    # tensor keeps its values (not poisoned) and the stream keeps working.
+    x = _INT()
+    with pytest.raises(RuntimeError, match=r"^result type Float can't be cast to the desired output type [Ii]nt$"):
+        call(x)
+    with pytest.raises(RuntimeError, match=r"result type Float can't be cast"):
+        call(x.cpu())  # the same error as on CPU
+    torch.npu.synchronize()  # nothing failed later
+    assert x.tolist() == [0, 1, 2, 3]
+    device_works()
+
+
+def test_a_failing_synchronous_kernel_raises_its_own_exception_type_once():
+    # unique_dim has no meta kernel (data-dependent shape): its CPU kernel runs on the stream
+    # while the host waits, and its IndexError is the call's, as on CPU.
+    x = torch.arange(6.0, device="npu")
+    y = x * 2  # queued ahead of the failing kernel on the same stream
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 5\)"):
+        torch.unique(x, dim=5)
+    torch.npu.synchronize()  # reported once: not again here
+    assert y.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]  # the work ahead of it was not discarded
+    with pytest.raises(RuntimeError, match="bincount only supports 1-d non-negative integral inputs"):
+        torch.bincount(torch.tensor([-1], device="npu"))
+    torch.npu.synchronize()
+    device_works()

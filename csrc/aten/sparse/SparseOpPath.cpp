@@ -113,7 +113,6 @@ TaskAccess kernelAccess(const Stack& args) {
       }
     });
   }
-  access.writesHost = true;  // the results come back to the host
   return access;
 }
 
@@ -162,22 +161,23 @@ void runSparseOp(const c10::OperatorHandle& op, Stack* stack) {
   for (size_t i = 0; i < nargs; ++i) written[i] = writes(schema, i);
 
   auto outcome = std::make_shared<Outcome>();
-  launchKernel(stream, schema.name().c_str(), kernelAccess(args), [op, args, written, outcome] {
-    Stack s;
-    for (size_t i = 0; i < args.size(); ++i) {
-      s.push_back(detail::mapTensors(
-          args[i],
-          [&](const at::Tensor& t) {
-            at::Tensor cpu = kernelArgument(t, written[i]);
-            outcome->handed.push_back({cpu, t, written[i]});
-            return cpu;
-          },
-          c10::DeviceType::CPU));
-    }
-    op.callBoxed(&s);
-    outcome->results = std::move(s);
-  });
-  waitForHostRead(stream);  // raises the kernel's failure, if any
+  // Note [Kernels the host waits for raise at the call] in OpLauncher.h.
+  launchKernelAndWait(stream, schema.name().c_str(), kernelAccess(args),
+                      [op, args, written, outcome] {
+                        Stack s;
+                        for (size_t i = 0; i < args.size(); ++i) {
+                          s.push_back(detail::mapTensors(
+                              args[i],
+                              [&](const at::Tensor& t) {
+                                at::Tensor cpu = kernelArgument(t, written[i]);
+                                outcome->handed.push_back({cpu, t, written[i]});
+                                return cpu;
+                              },
+                              c10::DeviceType::CPU));
+                        }
+                        op.callBoxed(&s);
+                        outcome->results = std::move(s);
+                      });
 
   // Written arguments take what the kernel left in their copies.
   for (const Outcome::Handed& h : outcome->handed) {
