@@ -72,3 +72,25 @@ print(torch.randn(1, device="cuda").device)
         "True True",
         "npu:0",
     ]
+
+
+def test_amp_common_pinned_cache_profiler_kernel_and_cpp_extension_are_npus():
+    out = run_py_ok(_PRELUDE + """
+from torch.autograd.profiler_util import Kernel
+print(torch.cuda.amp.common is torch_npu.npu.amp.common, torch.cuda.amp.common.amp_definitely_not_available())
+# torch.cuda.graphs empties pinned memory through torch._C._host_emptyCache: npu's pinned cache.
+p = torch.ones(1 << 20).pin_memory()
+del p
+before = torch_npu.npu.host_memory_stats()["allocated_bytes.current"]
+torch._C._host_emptyCache()
+print(before > 0, torch_npu.npu.host_memory_stats()["allocated_bytes.current"])
+print(Kernel("cudaLaunchKernel", "cuda", 11), Kernel(name="k", device="cuda:1", duration=2).device)
+paths = torch.utils.cpp_extension.include_paths(device_type="cuda")
+print(paths == torch.utils.cpp_extension.include_paths("cpu"))
+""")
+    assert out.splitlines() == [
+        "True False",
+        "True 0",
+        "Kernel(name='cudaLaunchKernel', device='npu', duration=11) npu:1",
+        "True",
+    ]

@@ -23,7 +23,10 @@ Importing it (once per process; it cannot be undone):
   ``ProcessGroupNCCL`` is ``ProcessGroupHCCL``;
 - ``torch.cuda.memory._record_memory_history`` / ``_snapshot`` /
   ``_dump_snapshot`` are the npu memory history's;
-- ``torch._utils._get_available_device_type`` answers ``"npu"``.
+- ``torch._utils._get_available_device_type`` answers ``"npu"``;
+- ``torch.cuda.amp.common``, ``torch._C._host_emptyCache`` (pinned memory),
+  ``torch.autograd.profiler_util.Kernel``'s device and
+  ``torch.utils.cpp_extension.include_paths(device_type="cuda")`` are npu's.
 
 Not done here (torch_npu does them for its compiler stack, which the
 simulated NPU does not have): disabling ``torch.jit.script``, the
@@ -149,6 +152,7 @@ def _patch_cuda_modules() -> None:
         setattr(torch.cuda.amp, name, getattr(torch_npu.npu.amp, name))
     torch.cuda.amp.autocast_mode = torch_npu.npu.amp.autocast_mode
     torch.cuda.amp.grad_scaler = torch_npu.npu.amp.grad_scaler
+    torch.cuda.amp.common = torch_npu.npu.amp.common
     torch.cuda.random = torch_npu.npu.random
     torch.cuda.CUDAGraph = torch_npu.npu.NPUGraph
     torch.cuda.DoubleTensor = torch_npu.npu.FloatTensor
@@ -159,6 +163,8 @@ def _patch_cuda_modules() -> None:
     for name in ("_record_memory_history", "_snapshot"):
         setattr(torch.cuda.memory, name, _map_devices(getattr(torch_npu.npu.memory, name)))
     torch.cuda.memory._dump_snapshot = torch_npu.npu.memory._dump_snapshot
+    # torch.cuda.graphs empties the pinned-memory cache through this name.
+    torch._C._host_emptyCache = torch_npu._C._npu_hostEmptyCache
     # torch.cuda.Stream's raw handle attribute: the npu stream's.
     torch_npu.npu.Stream.cuda_stream = torch_npu.npu.Stream.npu_stream
 
@@ -181,6 +187,33 @@ def _patch_devices() -> None:
     torch.Tensor.is_cuda = torch.Tensor.is_npu
     torch.nn.Module.cuda = torch.nn.Module.npu
     torch._utils._get_available_device_type = _available_device_type
+    _patch_profiler_kernel()
+    _patch_cpp_extension()
+
+
+def _patch_profiler_kernel() -> None:
+    # torch.autograd.profiler_util.Kernel(name, device, duration): its device.
+    from torch.autograd.profiler_util import Kernel
+
+    original_new = Kernel.__new__
+
+    def new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > 1:
+            args = (args[0], _to_npu(args[1], False)) + tuple(args[2:])
+        if "device" in kwargs:
+            kwargs["device"] = _to_npu(kwargs["device"], False)
+        return original_new(cls, *args, **kwargs)
+
+    Kernel.__new__ = new  # type: ignore[method-assign]
+
+
+def _patch_cpp_extension() -> None:
+    # As torch_npu: `torch.utils.cpp_extension` becomes an attribute, and
+    # include_paths(device_type="cuda") asks for npu's (PyTorch's own paths).
+    import torch.utils.cpp_extension as cpp_extension
+
+    torch.utils.cpp_extension = cpp_extension
+    _wrap_all(cpp_extension, ["include_paths"])
 
 
 def _available_device_type() -> Optional[str]:

@@ -6,6 +6,7 @@ torch_npu's constructor signature. See Note [Autocast on npu]
 (csrc/aten/Autocast.cpp) for the op lists.
 """
 
+from . import common
 from .autocast_mode import autocast, custom_bwd, custom_fwd
 from .grad_scaler import GradScaler
 
