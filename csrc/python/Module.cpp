@@ -241,6 +241,12 @@ void initModule(py::module_& m) {
     return py::make_tuple(std::string(prop.name), prop.totalMemory, prop.coreCount);
   });
 
+  m.def("_npu_getDeviceUtilizationRate", [](int64_t d) {
+    unsigned percent = 0;
+    NPU_CHECK(npuDeviceGetUtilization(static_cast<int>(checkedDeviceIndex(d)), &percent));
+    return percent;
+  });
+
   // Streams.
   m.def("_npu_getCurrentStream", [](int64_t d) { return pack(getCurrentNPUStream(d)); });
   m.def("_npu_getDefaultStream", [](int64_t d) { return pack(getDefaultNPUStream(d)); });

@@ -269,3 +269,25 @@ def test_check_error_raises_npu_error_with_the_runtime_description():
     for bad in ("2", 2.0, None, True):
         with pytest.raises(TypeError, match="check_error expects the int status"):
             torch_npu.npu.check_error(bad)
+
+
+def test_utilization_is_the_cores_busy_share_over_the_last_second():
+    # Note [Device utilization]: a stream kept busy (by _sleep kernels) for over a second keeps one of
+    # the device's cores busy; torch_npu's call forms; a device out of range is torch_npu's
+    # AssertionError.
+    cores = torch.npu.get_device_properties(0).multi_processor_count
+    s = torch.npu.Stream(device=0)
+    with torch.npu.stream(s):
+        for _ in range(12):
+            torch_npu.npu._sleep(100_000_000)  # 100 ms each
+        done = torch.npu.Event()
+        done.record()
+    done.synchronize()
+    expected = 100 / cores
+    for device in (None, 0, "npu:0", torch.device("npu", 0)):
+        with torch.npu.device(0):
+            assert expected - 5 <= torch_npu.npu.utilization(device) <= expected + 5
+    assert torch.npu.utilization is torch_npu.npu.utilization
+    for bad in (2, "npu:5"):
+        with pytest.raises(AssertionError, match="Invalid device id"):
+            torch_npu.npu.utilization(bad)

@@ -65,7 +65,7 @@ _CUDA_FUNCTIONS = [
     "mem_get_info", "memory_stats", "memory_summary", "memory_allocated", "max_memory_allocated",
     "reset_max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_max_memory_cached",
     "reset_peak_memory_stats", "default_stream", "can_device_access_peer", "current_stream",
-    "set_per_process_memory_fraction", "caching_allocator_alloc",
+    "set_per_process_memory_fraction", "caching_allocator_alloc", "utilization",
 ]
 _DEVICE_KWARGS = ["device", "device_type", "map_location", "device_id"]
 

@@ -133,6 +133,7 @@ from .utils import (
     set_sync_debug_mode,
     stream,
     synchronize,
+    utilization,
     _is_in_bad_fork,
     _lazy_init,
 )
@@ -252,6 +253,7 @@ __all__ = [
     "super_kernel_scope_begin",
     "super_kernel_scope_end",
     "synchronize",
+    "utilization",
     "unsubscribe_report",
     "use_mem_pool",
     # Allocator additions of issue 12 (pluggable allocators), kept together.

@@ -41,6 +41,7 @@ __all__ = [
     "set_sync_debug_mode",
     "stream",
     "synchronize",
+    "utilization",
 ]
 
 _DeviceLike = Union[torch.device, str, int, None]
@@ -108,6 +109,26 @@ def current_device():  # type: () -> int
     r"""Index of the calling thread's current npu device."""
     _lazy_init()
     return _C._npu_getDevice()
+
+
+def utilization(device: _DeviceLike = None) -> int:
+    r"""Percent (0-100) of the device's compute time spent running work over the last second.
+
+    torch_npu's ``torch.npu.utilization`` (Ascend's cube/vector core
+    utilization; ``torch.cuda.utilization`` on CUDA). On the simulated device
+    it is the share of its executor cores' time spent running stream tasks,
+    simulated delays included: one stream kept busy on a two-core device is
+    50. A device index out of range raises ``AssertionError``, as torch_npu's.
+    """
+    _lazy_init()
+    if isinstance(device, _DEVICE_CONTEXTS):
+        device = device.idx
+    index = _device_index(device) if device is not None else current_device()
+    if index == -1:
+        index = current_device()
+    if index < 0 or index >= device_count():
+        raise AssertionError(f"Invalid device id: {index}; expected a device index in [0, {device_count()}).")
+    return _C._npu_getDeviceUtilizationRate(index)
 
 
 def _checked_index(device: _DeviceLike, optional: bool = True) -> int:

@@ -127,6 +127,23 @@ ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCount(uint32_t* count) {
   });
 }
 
+ACL_FUNC_VISIBILITY aclError aclrtGetDeviceUtilizationRate(int32_t deviceId,
+                                                           aclrtUtilizationInfo* utilizationInfo) {
+  constexpr const char* kFn = "aclrtGetDeviceUtilizationRate";
+  return guarded(kFn, [&]() -> aclError {
+    if (utilizationInfo == nullptr) {
+      return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDeviceUtilizationRate: utilizationInfo is NULL");
+    }
+    unsigned percent = 0;
+    if (aclError e = check(npuDeviceGetUtilization(deviceId, &percent), kFn)) return e;
+    utilizationInfo->cubeUtilization = static_cast<int32_t>(percent);
+    utilizationInfo->vectorUtilization = static_cast<int32_t>(percent);
+    utilizationInfo->aicpuUtilization = -1;
+    utilizationInfo->memoryUtilization = -1;
+    return ACL_SUCCESS;
+  });
+}
+
 ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOut(uint32_t timeout) {
   return guarded("aclrtSetOpExecuteTimeOut", [&] {
     return check(npuSetOpExecuteTimeout(uint64_t{timeout} * 1'000'000), "aclrtSetOpExecuteTimeOut");

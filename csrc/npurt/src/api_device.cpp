@@ -181,4 +181,18 @@ npuError_t npuDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPrio
   });
 }
 
+npuError_t npuDeviceGetUtilization(int device, unsigned int* percent) {
+  constexpr const char* kFn = "npuDeviceGetUtilization";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (percent == nullptr) return nullArgument(kFn, "percent");
+    if (!rt.validDevice(device)) {
+      return fail(npuErrorInvalidDevice, kFn,
+                  "device " + std::to_string(device) + " is not in [0, " +
+                      std::to_string(rt.deviceCount()) + ")");
+    }
+    *percent = rt.device(device).executor().utilizationPercent();
+    return npuSuccess;
+  });
+}
+
 }  // extern "C"

@@ -20,7 +20,11 @@
 namespace npurt::internal {
 
 Executor::Executor(int device, int cores, Trace& trace, const std::atomic<uint32_t>& globalDelayUs)
-    : device_(device), cores_(cores), trace_(trace), globalDelayUs_(globalDelayUs) {
+    : device_(device),
+      cores_(cores),
+      trace_(trace),
+      globalDelayUs_(globalDelayUs),
+      utilization_(cores) {
   sleepers_.reserve(static_cast<size_t>(cores_));
   for (int i = 0; i < cores_; ++i) sleepers_.push_back(std::make_unique<Sleeper>());
   sleeping_.reserve(static_cast<size_t>(cores_));
@@ -167,7 +171,11 @@ void Executor::workerLoop(int self) noexcept {
   std::snprintf(name, sizeof name, "npurt d%d w%d", device_, self);
   (void)pthread_setname_np(pthread_self(), name);
 #endif
-  while (std::shared_ptr<Stream> stream = takeReady(self)) runStream(std::move(stream), self);
+  while (std::shared_ptr<Stream> stream = takeReady(self)) {
+    utilization_.beginBusy(self, nowNs());  // Note [Device utilization]
+    runStream(std::move(stream), self);
+    utilization_.endBusy(self, nowNs());
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     sleepers_[static_cast<size_t>(self)]->exited = true;
@@ -213,12 +221,18 @@ void Executor::backOff(unsigned& misses) noexcept {
   }
 }
 
-bool Executor::awaitWork(Stream& stream, InlineTask& task) noexcept {
+bool Executor::awaitWork(Stream& stream, InlineTask& task, int self) noexcept {
   TaskQueue& queue = stream.queue();
   // Everything published has finished: wake npuStreamSynchronize callers if
   // that was everything (reads the tail word only if somebody waits).
   stream.notifyIdle();
-  const uint64_t deadline = nowNs() + kLingerNs;
+  const uint64_t lingerStart = nowNs();
+  utilization_.endBusy(self, lingerStart);  // lingering is idle time
+  const uint64_t deadline = lingerStart + kLingerNs;
+  auto found = [&] {
+    utilization_.beginBusy(self, nowNs());
+    return true;
+  };
   unsigned misses = 0;  // looks at a ticket taken but not published
   for (unsigned look = 1;; ++look) {
     // Look rarely, and at the entry the next task goes to, not at the tail
@@ -229,7 +243,7 @@ bool Executor::awaitWork(Stream& stream, InlineTask& task) noexcept {
     // result of the next task may share our core, and a yield would hand it
     // the rest of its time slice while its work waits for us.
     spinFor(kLookIntervalNs);
-    if (queue.front(task) == TaskQueue::Front::kReady) return true;
+    if (queue.front(task) == TaskQueue::Front::kReady) return found();
     if (stopping_.load(std::memory_order_relaxed)) return false;  // shutdown discards the rest
     const bool giveUp = readyMask_.load(std::memory_order_relaxed) != 0 ||
                         ((look & 7u) == 0 && nowNs() >= deadline);
@@ -238,7 +252,7 @@ bool Executor::awaitWork(Stream& stream, InlineTask& task) noexcept {
     if (!giveUp && (look & 7u) != 0) continue;
     switch (queue.poll(task)) {
       case TaskQueue::Front::kReady:
-        return true;
+        return found();
       case TaskQueue::Front::kPending:
         backOff(misses);  // cannot release: a producer holds the next ticket
         break;
@@ -290,7 +304,7 @@ void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
     InlineTask task;
     // Hot path: the next task is normally published already.
     if (queue.front(task) != TaskQueue::Front::kReady) {
-      if (!awaitWork(s, task)) return;
+      if (!awaitWork(s, task, self)) return;
       // We had caught up and waited: what arrived meanwhile runs at once
       // (a latency-bound host loop must not pay the distance wait).
       runUntil = 0;
@@ -322,6 +336,8 @@ void Executor::runStream(std::shared_ptr<Stream> stream, int self) noexcept {
     }
   }
 }
+
+unsigned Executor::utilizationPercent() const noexcept { return utilization_.percent(nowNs()); }
 
 namespace {
 std::atomic<uint64_t> gOpTimeoutUs{0};  // npuSetOpExecuteTimeout

@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "stream.h"
+#include "utilization.h"
 
 namespace npurt::internal {
 
@@ -109,6 +110,10 @@ class Executor {
 
   int cores() const noexcept { return cores_; }
 
+  // Percent of the cores' time spent running work over the last second
+  // (Note [Device utilization] in utilization.h). Thread-safe.
+  unsigned utilizationPercent() const noexcept;
+
   // Starts the worker threads unless already started. Thread-safe.
   // Throws std::system_error if a thread cannot be created (see
   // Note [Executor thread start]).
@@ -143,7 +148,7 @@ class Executor {
   // lingers. Returns true with `task` filled when work arrives; false if
   // the worker released the stream (no longer ours to touch) or the
   // executor is stopping.
-  bool awaitWork(Stream& stream, InlineTask& task) noexcept;
+  bool awaitWork(Stream& stream, InlineTask& task, int self) noexcept;
   // Note [Consumer distance]: returns the ticket up to which to run before
   // looking again.
   static uint64_t keepDistance(const TaskQueue& queue, bool fresh) noexcept;
@@ -179,6 +184,7 @@ class Executor {
   std::mutex mutex_;                // guards ready_, sleeping_, Sleeper fields, stopping_ writes
   std::condition_variable exitCv_;  // a worker exited (stop() waits for them)
   std::vector<std::unique_ptr<Sleeper>> sleepers_;  // index = worker
+  UtilizationMeter utilization_;                     // Note [Device utilization]
   // Workers asleep, the most recent last (Note [Worker wake order]).
   // Capacity reserved for every worker: pushing never allocates.
   std::vector<int> sleeping_;

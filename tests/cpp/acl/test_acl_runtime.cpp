@@ -62,6 +62,22 @@ TEST(AclDevice, SetGetCountAndBadIds) {
   ASSERT_EQ(aclrtSetDevice(0), ACL_SUCCESS);
 }
 
+TEST(AclDevice, UtilizationRateIsNpurtsInCannsLayout) {
+  // Note [Device utilization]: cube and vector are npurt's busy share; AI CPU
+  // and memory utilization are not simulated (-1).
+  aclrtUtilizationInfo info{};
+  info.cubeUtilization = info.vectorUtilization = 999;
+  ASSERT_EQ(aclrtGetDeviceUtilizationRate(1, &info), ACL_SUCCESS);
+  unsigned percent = 0;
+  ASSERT_EQ(npuDeviceGetUtilization(1, &percent), npuSuccess);
+  EXPECT_LE(info.cubeUtilization, 100);
+  EXPECT_EQ(info.cubeUtilization, info.vectorUtilization);
+  EXPECT_EQ(info.aicpuUtilization, -1);
+  EXPECT_EQ(info.memoryUtilization, -1);
+  EXPECT_EQ(aclrtGetDeviceUtilizationRate(0, nullptr), ACL_ERROR_INVALID_PARAM);
+  EXPECT_EQ(aclrtGetDeviceUtilizationRate(7, &info), ACL_ERROR_RT_INVALID_DEVICEID);
+}
+
 TEST(AclDevice, OpExecuteTimeoutIsNpurts) {
   ASSERT_EQ(aclrtSetOpExecuteTimeOut(3), ACL_SUCCESS);
   uint64_t us = 0;

@@ -1,7 +1,7 @@
 // Covers devices: the default device count, the per-host-thread current
 // device, device properties, memory info, bad ordinals, device-wide
 // synchronisation (including destroyed streams that are still draining) and
-// npurt::DeviceGuard. Runs with the default configuration (2 devices, 2 cores,
+// npurt::DeviceGuard, device utilization. Runs with the default configuration (2 devices, 2 cores,
 // 8192 MB); see tests/cpp/README.md.
 #include <atomic>
 #include <future>
@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "npurt/npurt_debug.h"
 #include "test_util.h"
 
 namespace npurt_test {
@@ -101,6 +102,26 @@ TEST_F(DeviceTest, MemGetInfoReportsTheCurrentDevice) {
   size_t f1 = 0, t1 = 0;
   ASSERT_NPU_OK(npuMemGetInfo(&f1, &t1));
   EXPECT_EQ(f1, free1);
+}
+
+TEST_F(DeviceTest, UtilizationIsTheCoresBusyShareOverTheLastSecond) {
+  // Note [Device utilization]: one stream running (delayed) tasks back to
+  // back for over a second keeps one of the two cores busy: 50 %. Device 1
+  // ran nothing.
+  auto s = makeStream();
+  ASSERT_NPU_OK(npuStreamSetTaskDelay(s.get(), 100'000));  // 100 ms per task
+  auto done = makeEvent();
+  for (int i = 0; i < 12; ++i) ASSERT_NPU_OK(npurt::launch(s.get(), "busy", [] {}));
+  ASSERT_NPU_OK(npuEventRecord(done.get(), s.get()));
+  ASSERT_NPU_OK(npuEventSynchronize(done.get()));
+  unsigned percent = 999;
+  ASSERT_NPU_OK(npuDeviceGetUtilization(0, &percent));
+  EXPECT_GE(percent, 45u);
+  EXPECT_LE(percent, 55u);
+  ASSERT_NPU_OK(npuDeviceGetUtilization(1, &percent));
+  EXPECT_EQ(percent, 0u);
+  EXPECT_EQ(npuDeviceGetUtilization(2, &percent), npuErrorInvalidDevice);
+  EXPECT_EQ(npuDeviceGetUtilization(0, nullptr), npuErrorInvalidValue);
 }
 
 TEST_F(DeviceTest, DeviceSynchronizeWaitsForEveryStreamOfTheDevice) {

@@ -139,6 +139,22 @@ ACL_FUNC_VISIBILITY aclError aclrtSetDevice(int32_t deviceId);
 ACL_FUNC_VISIBILITY aclError aclrtGetDevice(int32_t* deviceId);
 /* [out] count: NPU_SIM_DEVICE_COUNT. */
 ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCount(uint32_t* count);
+
+/* Device utilization, CANN's layout. The simulated device has one kind of
+ * core: cubeUtilization and vectorUtilization are both npurt's
+ * npuDeviceGetUtilization (its cores' busy share over the last second);
+ * aicpuUtilization and memoryUtilization are -1 (not supported).
+ * utilizationExtend must be NULL. */
+typedef struct aclrtUtilizationExtendInfo aclrtUtilizationExtendInfo;
+typedef struct aclrtUtilizationInfo {
+  int32_t cubeUtilization;
+  int32_t vectorUtilization;
+  int32_t aicpuUtilization;
+  int32_t memoryUtilization;
+  aclrtUtilizationExtendInfo* utilizationExtend;
+} aclrtUtilizationInfo;
+ACL_FUNC_VISIBILITY aclError aclrtGetDeviceUtilizationRate(int32_t deviceId,
+                                                           aclrtUtilizationInfo* utilizationInfo);
 /* Waits for the device's work, then returns. Unlike an Ascend NPU, streams,
  * events and memory of the device stay valid (they may belong to PyTorch in
  * the same process). */

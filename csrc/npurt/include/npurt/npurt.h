@@ -232,6 +232,13 @@ typedef struct npuEvent_st* npuEvent_t;
 NPURT_API npuError_t npuDeviceGetStreamPriorityRange(int* leastPriority,
                                                      int* greatestPriority);
 
+/* The share (0-100) of the device's cores' time spent running work over the
+ * last second: its executor threads' busy time (simulated task delays
+ * included) over cores x the window (Note [Device utilization] in
+ * src/utilization.h). One stream kept busy on a two-core device is 50.
+ * npuErrorInvalidDevice for a device out of range. Thread-safe. */
+NPURT_API npuError_t npuDeviceGetUtilization(int device, unsigned int* percent);
+
 /* Creates a stream on the current device with default flags and priority 0.
  * [out] stream. CUDA: cudaStreamCreate. */
 NPURT_API npuError_t npuStreamCreate(npuStream_t* stream);
