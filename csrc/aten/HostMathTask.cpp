@@ -39,6 +39,12 @@ void checkSameDtype(const char* op, std::initializer_list<const char*> names,
   }
 }
 
+at::Tensor widened(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  const c10::ScalarType s = t.scalar_type();
+  return s == at::kHalf || s == at::kBFloat16 ? t.to(at::kFloat) : t;
+}
+
 namespace detail {
 
 void copyHostResults(const char* op, const HostTensors& outputs, const HostTensors& results) {

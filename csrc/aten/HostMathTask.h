@@ -1,6 +1,6 @@
 // Kernels for ops that have no CPU kernel for the generic op path to run:
 // their computation is composed of CPU ATen ops and queued as one task.
-// Used by Convolution.cpp and RNNCells.cpp.
+// Used by Convolution.cpp, RNNCells.cpp and SyncBatchNorm.cpp.
 //
 // Layer: ops (csrc/aten).
 //
@@ -59,6 +59,11 @@ c10::DeviceIndex commonNpuDevice(const char* op, c10::ArrayRef<at::Tensor> tenso
 // Thread-safe.
 void checkSameDtype(const char* op, std::initializer_list<const char*> names,
                     c10::ArrayRef<at::Tensor> tensors);
+
+// `t` in the dtype host math computes it in (inside tasks): float for half
+// and bfloat16, as CUDA accumulates them; other tensors, and undefined ones,
+// unchanged. Thread-safe.
+at::Tensor widened(const at::Tensor& t);
 
 namespace detail {
 // Copies results[i] into outputs[i] (CPU views of the outputs) for every

@@ -150,8 +150,9 @@ bool metaKnownToDisagree(const c10::OperatorName& name) {
 // Note [Ops without a CPU kernel]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The op path runs every op through its CPU kernel, so an op that has none
-// (backend-specific ops: cudnn_convolution, _cudnn_rnn, batch_norm_gather_stats,
-// flash attention) cannot run on npu. The dispatcher's table says so before
+// (backend-specific ops: cudnn_convolution, _cudnn_rnn, flash attention)
+// cannot run on npu, unless this folder gives it a kernel of its own (Note
+// [Kernels composed of CPU ops]). The dispatcher's table says so before
 // anything is queued (a kernel of its own, or one of an alias key such as
 // CompositeExplicitAutograd, for CPU), so the call raises NotImplementedError
 // at once, instead of queueing a task that fails at the next synchronize.

@@ -56,13 +56,6 @@ constexpr const char* kLstmBackward = "aten::_thnn_fused_lstm_cell_backward_impl
 constexpr const char* kGru = "aten::_thnn_fused_gru_cell";
 constexpr const char* kGruBackward = "aten::_thnn_fused_gru_cell_backward";
 
-// The tensor in a wide enough type for the cell math (inside tasks).
-at::Tensor wide(const at::Tensor& t) {
-  if (!t.defined()) return t;
-  const c10::ScalarType s = t.scalar_type();
-  return s == at::kHalf || s == at::kBFloat16 ? t.to(at::kFloat) : t;
-}
-
 at::Tensor orUndefined(const std::optional<at::Tensor>& t) { return t.value_or(at::Tensor()); }
 
 // Checks the arguments of a fused cell with `gates` gates: input and hidden
@@ -100,7 +93,7 @@ at::Tensor emptyContiguous(c10::IntArrayRef sizes, const at::Tensor& like,
 
 // Gates summed with their biases, in the wide type (inside tasks).
 at::Tensor withBias(const at::Tensor& gates, const at::Tensor& bias) {
-  return bias.defined() ? wide(gates) + wide(bias) : wide(gates);
+  return bias.defined() ? widened(gates) + widened(bias) : widened(gates);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCell(
@@ -123,7 +116,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCell(
                    const auto chunks = gates.chunk(4, 1);
                    const at::Tensor i = chunks[0].sigmoid(), f = chunks[1].sigmoid(),
                                     g = chunks[2].tanh(), o = chunks[3].sigmoid();
-                   at::Tensor c = f * wide(in[2]) + i * g;
+                   at::Tensor c = f * widened(in[2]) + i * g;
                    at::Tensor h = o * c.tanh();
                    return {std::move(h), std::move(c), at::cat({i, f, g, o}, 1)};
                  });
@@ -133,15 +126,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fusedLstmCell(
 // d(loss)/d(gates) of an LSTM cell from its saved activations (inside tasks).
 HostTensors lstmCellBackward(const HostTensors& in, bool hasBias) {
   const at::Tensor &gradHy = in[0], &gradCy = in[1];
-  const at::Tensor cx = wide(in[2]), tcy = wide(in[3]).tanh();
-  const auto gates = wide(in[4]).chunk(4, 1);
+  const at::Tensor cx = widened(in[2]), tcy = widened(in[3]).tanh();
+  const auto gates = widened(in[4]).chunk(4, 1);
   const at::Tensor &i = gates[0], &f = gates[1], &g = gates[2], &o = gates[3];
   // The gradient reaching cy: its own, plus the one through hy = o * tanh(cy).
-  at::Tensor gradC = gradCy.defined() ? wide(gradCy) : at::zeros_like(tcy);
+  at::Tensor gradC = gradCy.defined() ? widened(gradCy) : at::zeros_like(tcy);
   at::Tensor gradO = at::zeros_like(tcy);
   if (gradHy.defined()) {
-    gradC = gradC + wide(gradHy) * o * (1 - tcy * tcy);
-    gradO = wide(gradHy) * tcy * o * (1 - o);
+    gradC = gradC + widened(gradHy) * o * (1 - tcy * tcy);
+    gradO = widened(gradHy) * tcy * o * (1 - o);
   }
   at::Tensor gradGates = at::cat(
       {gradC * g * i * (1 - i), gradC * cx * f * (1 - f), gradC * i * (1 - g * g), gradO}, 1);
@@ -197,7 +190,7 @@ std::tuple<at::Tensor, at::Tensor> fusedGruCell(const at::Tensor& inputGates,
                  [](const HostTensors& in) -> HostTensors {
                    const auto x = withBias(in[0], in[3]).chunk(3, 1);
                    const auto h = withBias(in[1], in[4]).chunk(3, 1);
-                   const at::Tensor prev = wide(in[2]);
+                   const at::Tensor prev = widened(in[2]);
                    const at::Tensor r = (x[0] + h[0]).sigmoid(), z = (x[1] + h[1]).sigmoid();
                    const at::Tensor n = (x[2] + r * h[2]).tanh();
                    at::Tensor out = n + z * (prev - n);
@@ -209,8 +202,8 @@ std::tuple<at::Tensor, at::Tensor> fusedGruCell(const at::Tensor& inputGates,
 // d(loss)/d(gates) and d(loss)/d(hx) of a GRU cell from its workspace
 // (inside tasks).
 HostTensors gruCellBackward(const HostTensors& in, bool hasBias) {
-  const at::Tensor gradHy = wide(in[0]);
-  const auto saved = wide(in[1]).chunk(5, 1);
+  const at::Tensor gradHy = widened(in[0]);
+  const auto saved = widened(in[1]).chunk(5, 1);
   const at::Tensor &r = saved[0], &z = saved[1], &n = saved[2], &hx = saved[3], &hn = saved[4];
   const at::Tensor gradN = gradHy * (1 - z) * (1 - n * n);   // before the tanh
   const at::Tensor gradZ = gradHy * (hx - n) * z * (1 - z);  // before the sigmoid

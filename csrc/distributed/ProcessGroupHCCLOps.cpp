@@ -76,6 +76,24 @@ void checkReduction(const char* opName, const c10d::ReduceOp& reduceOp,
   }
 }
 
+// CPU aliases of the flat tensors of an all-gather or reduce-scatter "into
+// a tensor" (`big` holds `size` times the elements of `small`), for gloo.
+// HCCL and NCCL read both as flat memory, so callers pass any shapes with the
+// right element counts (SyncBatchNorm gathers C elements into [1, size * C]);
+// gloo splits the big tensor along dim 0 and wants the pieces shaped like the
+// small one, so both go to it flattened. Refuses, on the calling thread,
+// element counts that disagree and tensors that are not contiguous.
+std::pair<at::Tensor, at::Tensor> flatAliases(const char* opName, const at::Tensor& big,
+                                              const char* bigName, const at::Tensor& small,
+                                              int size) {
+  TORCH_CHECK(big.numel() == small.numel() * size, "ProcessGroupHCCL::", opName, ": expected ",
+              bigName, " to hold world_size (", size, ") times the elements of the other tensor (",
+              small.numel(), "), but got ", big.numel(), " elements");
+  TORCH_CHECK(big.is_contiguous() && small.is_contiguous(), "ProcessGroupHCCL::", opName,
+              ": expected contiguous tensors; call .contiguous() first");
+  return {c10_npu::cpuAlias(big).view({-1}), c10_npu::cpuAlias(small).view({-1})};
+}
+
 // Refuses a peer rank outside the group or equal to this rank.
 void checkPeer(const char* opName, int peer, int rank, int size) {
   TORCH_CHECK(peer >= 0 && peer < size && peer != rank, "ProcessGroupHCCL::", opName,
@@ -133,8 +151,9 @@ WorkPtr ProcessGroupHCCL::allgather(TensorLists& outputs, TensorList& inputs,
 
 WorkPtr ProcessGroupHCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
                                           const c10d::AllgatherOptions& opts) {
+  auto [out, in] = flatAliases("_allgather_base", output, "the output", input, getSize());
   return collective({"_allgather_base", c10d::OpType::_ALLGATHER_BASE, {input}, {output},
-                     [out = c10_npu::cpuAlias(output), in = c10_npu::cpuAlias(input), opts](
+                     [out = std::move(out), in = std::move(in), opts](
                          c10d::Backend& gloo) mutable {
                        return gloo._allgather_base(out, in, opts);
                      }});
@@ -186,8 +205,9 @@ WorkPtr ProcessGroupHCCL::reduce_scatter(TensorList& outputs, TensorLists& input
 WorkPtr ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                const c10d::ReduceScatterOptions& opts) {
   checkReduction("_reduce_scatter_base", opts.reduceOp, {output});
+  auto [in, out] = flatAliases("_reduce_scatter_base", input, "the input", output, getSize());
   return collective({"_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
-                     [out = c10_npu::cpuAlias(output), in = c10_npu::cpuAlias(input), opts](
+                     [out = std::move(out), in = std::move(in), opts](
                          c10d::Backend& gloo) mutable {
                        return gloo._reduce_scatter_base(out, in, opts);
                      }});

@@ -10,6 +10,7 @@ check raises, and torch.multiprocessing reports the rank's traceback.
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import datetime
 import os
@@ -339,6 +340,75 @@ def check_fsdp2(rank: int, world: int) -> None:
     _train_like_full_batch(rank, world, "FSDP2", shard, lambda p: p.full_tensor())
 
 
+def check_sync_batchnorm(rank: int, world: int) -> None:
+    """nn.SyncBatchNorm (convert_sync_batchnorm) on npu, each rank with its
+    shard of a batch, matches BatchNorm on the whole batch in this process:
+    outputs, input gradients, summed parameter gradients and running
+    statistics, over two training steps, then in eval mode; and
+    torch_npu.utils.syncbatchnorm.SyncBatchNorm gives the same."""
+    from torch_npu.utils.syncbatchnorm import SyncBatchNorm as NpuSyncBatchNorm
+
+    dev = torch.device("npu", rank)
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.BatchNorm2d(3, momentum=0.3))
+    with torch.no_grad():
+        reference[0].weight.uniform_(0.5, 1.5)
+        reference[0].bias.uniform_(-0.5, 0.5)
+    model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(reference)).to(dev)
+    assert isinstance(model[0], torch.nn.SyncBatchNorm)
+    shard = slice(rank * 3, (rank + 1) * 3)
+    tol = dict(rtol=1e-5, atol=1e-5)
+    for step in range(2):
+        x = torch.randn(3 * world, 3, 4, 5) * (step + 1) + step
+        dy = torch.randn(3 * world, 3, 4, 5)
+        xr = x.clone().requires_grad_()
+        reference.zero_grad()
+        out_ref = reference(xr)
+        out_ref.backward(dy)
+        xs = x[shard].to(dev).requires_grad_()
+        model.zero_grad()
+        out = model(xs)
+        out.backward(dy[shard].to(dev))
+        what = f"SyncBatchNorm, step {step}"
+        torch.testing.assert_close(out.detach().cpu(), out_ref[shard].detach(), **tol, msg=what)
+        torch.testing.assert_close(xs.grad.cpu(), xr.grad[shard], **tol, msg=what)
+        for p, q in ((model[0].weight, reference[0].weight), (model[0].bias, reference[0].bias)):
+            grad = p.grad.clone()
+            dist.all_reduce(grad)  # what DDP would do
+            torch.testing.assert_close(grad.cpu(), q.grad, **tol, msg=what)
+        torch.testing.assert_close(model[0].running_mean.cpu(), reference[0].running_mean, **tol)
+        torch.testing.assert_close(model[0].running_var.cpu(), reference[0].running_var, **tol)
+    model.eval()
+    reference.eval()
+    x = torch.randn(2, 3, 4, 5)
+    torch.testing.assert_close(model(x.to(dev)).detach().cpu(), reference(x).detach(), **tol)
+
+    # HCCL's all-gather into a tensor reads flat memory (what SyncBatchNorm's
+    # forward relies on): any shapes with the right element counts.
+    flat = torch.empty(1, 2 * world, device=dev)
+    dist.all_gather_into_tensor(flat, torch.full((2,), float(rank), device=dev))
+    assert flat.cpu().tolist() == [[float(r) for r in range(world) for _ in range(2)]]
+    _expect_raises(
+        lambda: dist.all_gather_into_tensor(torch.empty(3, device=dev), torch.ones(2, device=dev)),
+        f"_allgather_base: expected the output to hold world_size ({world}) times the "
+        "elements of the other tensor (2), but got 3 elements")
+
+    # torch_npu's function, applied directly.
+    model.train()
+    x = torch.randn(3 * world, 3, 4, 5)
+    xs = x[shard].to(dev).requires_grad_()
+    bn = model[0]
+    out = NpuSyncBatchNorm.apply(xs, bn.weight, bn.bias, None, None, bn.eps, 0.1,
+                                 dist.group.WORLD, world)
+    out.sum().backward()
+    xr = x.clone().requires_grad_()
+    ref_out = torch.nn.functional.batch_norm(xr, None, None, bn.weight.detach().cpu(),
+                                             bn.bias.detach().cpu(), training=True, eps=bn.eps)
+    ref_out.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref_out[shard].detach(), **tol)
+    torch.testing.assert_close(xs.grad.cpu(), xr.grad[shard], **tol)
+
+
 def run_semantics(rank: int, world: int, store_path: str) -> None:
     _init(rank, world, store_path)
     check_collectives(rank, world)
@@ -348,6 +418,7 @@ def run_semantics(rank: int, world: int, store_path: str) -> None:
     check_refusals(rank)
     check_ddp(rank, world)
     check_fsdp2(rank, world)
+    check_sync_batchnorm(rank, world)
     check_gloo_failure(rank)
     dist.destroy_process_group()
     check_mixed_backends(rank, world, store_path + ".mixed")

@@ -317,8 +317,7 @@ def test_mixed_dtype_matmul_checks_do_not_change_valid_calls():
 @pytest.mark.parametrize("call", [
     lambda x: torch.cudnn_convolution(x, torch.ones(3, 2, 3, 3, device="npu"), (0, 0), (1, 1), (1, 1), 1,
                                       False, False, True),
-    lambda x: torch.batch_norm_gather_stats(x, torch.ones(1, 2, device="npu"), torch.ones(1, 2, device="npu"),
-                                            None, None, 0.1, 1e-5, 1),
+    lambda x: torch.cudnn_grid_sampler(x, torch.zeros(1, 5, 5, 2, device="npu")),
 ])
 def test_ops_without_a_cpu_kernel_are_refused_at_the_call(call):
     # Note [Ops without a CPU kernel]: nothing is queued, so no later synchronize fails.

@@ -77,6 +77,7 @@ def test_four_ranks_every_collective(tmp_path, monkeypatch):
 @pytest.mark.subprocess
 def test_two_ranks_collectives_stream_semantics_errors_ddp_mixed(tmp_path, monkeypatch):
     # One spawn for: every collective, async ordering under a task delay,
-    # side streams, coalescing, refusals and external streams, DDP, FSDP2, a
+    # side streams, coalescing, refusals and external streams, DDP, FSDP2,
+    # SyncBatchNorm, a
     # gloo timeout, then a "cpu:gloo,npu:hccl" group.
     _spawn(dist_workers.run_semantics, 2, tmp_path, monkeypatch)

@@ -6,6 +6,7 @@ Asynchrony is proved with gates (the ``gate`` fixture) and with read_f32, which
 reads device memory without synchronizing; never with sleeps.
 """
 import ctypes
+import gc
 import os
 import re
 import warnings
@@ -88,6 +89,67 @@ def test_tensors_freed_during_capture_stay_with_the_graph():
     g.replay()
     assert out.cpu().tolist() == [30.0] * 256
     del junk
+
+
+@pytest.mark.parametrize("numel, pool", [(128, "small_pool"), ((1 << 18) + 128, "large_pool")])
+def test_intermediates_freed_in_the_capture_are_reused_by_it(numel, pool):
+    # CUDA's in-capture reuse (torch_npu's test_graph_memory_stats_and_use_
+    # result_after_destroy_graph): a block freed on the capture stream after its
+    # last use is taken again by the capture's later allocations, because every
+    # replay runs the stream's nodes in capture order.
+    gc.collect()
+    npu.empty_cache()
+    s = npu.Stream()
+    s.wait_stream(npu.current_stream())
+    with npu.stream(s):
+        a = torch.ones(numel, device="npu")
+        before = npu.memory_stats()
+        g = npu.NPUGraph()
+        g.capture_begin()
+        b = a.clone()
+        for _ in range(5):
+            b = b.clone() + 1  # two blocks per step, both freed at the next
+        g.capture_end()
+    npu.current_stream().wait_stream(s)
+    gc.collect()
+    after = npu.memory_stats()
+    delta = {k: after[f"{k}.{pool}.current"] - before[f"{k}.{pool}.current"]
+             for k in ("segment", "active", "active_bytes")}
+    # One segment and one live block (b): not one block per intermediate.
+    assert delta == {"segment": 1, "active": 1, "active_bytes": numel * 4}, delta
+    for _ in range(2):
+        g.replay()
+        assert b.sum().item() == 6 * numel
+    del g
+    gc.collect()
+    npu.empty_cache()
+    assert b.sum().item() == 6 * numel  # the result outlives its graph
+    del a, b
+    npu.synchronize()
+    npu.empty_cache()
+
+
+def test_intermediate_freed_while_a_forked_stream_reads_it_is_not_reused():
+    # Cross-stream: the side stream's node holds what it reads, so a later
+    # allocation of the capture stream cannot take it before the side read ran.
+    x = torch.arange(4096, dtype=torch.float32, device="npu")
+    side_out = torch.zeros(4096, device="npu")
+    g = npu.NPUGraph()
+    side = npu.Stream()
+    with npu.graph(g):
+        main = npu.current_stream()
+        tmp = x * 2
+        side.wait_stream(main)
+        with npu.stream(side):
+            torch.add(tmp, 1, out=side_out)
+        del tmp
+        junk = [x * 100 for _ in range(4)]  # main stream allocations after the free
+        main.wait_stream(side)
+        del junk
+    for _ in range(2):
+        g.replay()
+        npu.synchronize()
+        assert side_out.cpu().tolist() == (torch.arange(4096.0) * 2 + 1).tolist()
 
 
 def test_multi_stream_fork_join(tmp_path):
