@@ -61,7 +61,11 @@ HOOKS_CPP = textwrap.dedent(
       return static_cast<char*>(ptr) - 64;
     }
     int64_t base_of(void* ptr, size_t* size) {
-      return reinterpret_cast<int64_t>(c10_npu::NPUCachingAllocator::getBaseAllocation(ptr, size));
+      try {
+        return reinterpret_cast<int64_t>(c10_npu::NPUCachingAllocator::getBaseAllocation(ptr, size));
+      } catch (const c10::Error&) {
+        return -1;
+      }
     }
     int64_t hook_recorded_ptr() { return recorded_ptr; }
     int64_t hook_recorded_stream() { return recorded_stream; }
@@ -121,6 +125,16 @@ lib.base_of.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
 alloc = NPUPluggableAllocator(so, "hook_alloc", "hook_free")
 handle = alloc.allocator()
 torch_npu.npu.change_current_allocator(alloc)
+"""
+
+
+CACHING_PRELUDE = """
+import ctypes, sys
+import torch, torch_npu
+lib = ctypes.CDLL({so!r})
+lib.base_of.restype = ctypes.c_int64
+lib.base_of.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+size = ctypes.c_size_t(0)
 """
 
 
@@ -204,3 +218,21 @@ for name in ("set_base_alloc_fn", "set_record_stream_fn", "set_erase_stream_fn",
                                                "set_erase_stream_fn", "set_begin_allocate_to_pool",
                                                "set_end_allocate_to_pool_fn", "set_release_pool")
                                 for w in (name, "True")]
+
+
+def test_base_allocation_of_the_caching_allocator_is_the_segment(so_path):
+    out = run_py_ok(CACHING_PRELUDE.format(so=so_path) + """
+s = torch_npu.npu.Stream()
+with torch_npu.npu.stream(s):
+    a = torch.empty(3 << 20, dtype=torch.uint8, device="npu")  # both from one 20 MiB segment
+    b = torch.empty(3 << 20, dtype=torch.uint8, device="npu")
+[seg] = [g for g in torch_npu.npu.memory_snapshot() if g["stream"] == s.stream_id]
+for t in (a, b):
+    print(lib.base_of(t.data_ptr(), ctypes.byref(size)) == seg["address"], size.value == seg["total_size"])
+print(lib.base_of(12345, ctypes.byref(size)))  # not an allocation: raises (caught in C++)
+torch_npu.npu.memory._set_allocator_settings("expandable_segments:True")
+with torch_npu.npu.stream(torch_npu.npu.Stream()):
+    c = torch.empty(30 << 20, dtype=torch.uint8, device="npu")
+print(lib.base_of(c.data_ptr(), ctypes.byref(size)))  # expandable: refused, as torch_npu
+""")
+    assert out.split() == ["True", "True", "True", "True", "-1", "-1"]
