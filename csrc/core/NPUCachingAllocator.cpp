@@ -187,7 +187,8 @@ void DeviceState::free(Block* block) {
       stats_.allocated_bytes[i].decrease(block->size);
     }
     if (block->oversize) stats_.oversize_allocations.decrease(1);
-    reportToProfiler(block, -static_cast<int64_t>(block->size));  // Note [Allocations in the profiler]
+    // Note [Allocations in the profiler]
+    reportToProfiler(block, -static_cast<int64_t>(block->size));
     if (block->uses.empty() && block->rawEvents.empty()) {
       freeBlock(block);
       return;

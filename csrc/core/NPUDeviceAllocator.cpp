@@ -211,7 +211,7 @@ void rawDelete(void* ptr) {
 void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
   if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
     if (ptr.get() == nullptr || !pluggable->owns(ptr.get())) return;
-    trace::streamRecorded(ptr.get(), stream);  // Note [Trace hooks]
+    trace::streamRecorded(ptr.get(), stream);    // Note [Trace hooks]
     pluggable->recordStream(ptr.get(), stream);  // Note [Pluggable allocator hooks]
     return;
   }
@@ -232,7 +232,7 @@ void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
   if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
     if (ptr.get() == nullptr || !pluggable->owns(ptr.get())) return;
     pluggable->eraseStream(ptr.get(), stream);  // Note [Pluggable allocator hooks]
-    trace::streamErased(ptr.get(), stream);  // Note [Trace hooks]
+    trace::streamErased(ptr.get(), stream);     // Note [Trace hooks]
     return;
   }
   Block* block = blockOf(ptr);

@@ -158,10 +158,10 @@ void* DeviceState::baseAllocation(const Block* block, size_t* size) {
 // the profiler's side only appends to its own buffer and takes no lock of
 // ours.
 void DeviceState::reportToProfiler(const Block* block, int64_t bytes) const {
-  c10::reportMemoryUsageToProfiler(
-      block->ptr, bytes, static_cast<size_t>(stats_.allocated_bytes[kAggregate].current),
-      static_cast<size_t>(stats_.reserved_bytes[kAggregate].current),
-      c10::Device(c10::DeviceType::PrivateUse1, device_));
+  c10::reportMemoryUsageToProfiler(block->ptr, bytes,
+                                   static_cast<size_t>(stats_.allocated_bytes[kAggregate].current),
+                                   static_cast<size_t>(stats_.reserved_bytes[kAggregate].current),
+                                   c10::Device(c10::DeviceType::PrivateUse1, device_));
 }
 
 void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorConfig& config,

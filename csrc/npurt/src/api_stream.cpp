@@ -6,8 +6,8 @@
 #include <string>
 
 #include "api_common.h"
-#include "npurt/npurt_stream_idle.h"
 #include "graph/capture.h"
+#include "npurt/npurt_stream_idle.h"
 
 using namespace npurt::internal;
 
