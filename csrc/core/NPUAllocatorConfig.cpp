@@ -18,6 +18,14 @@ constexpr size_t kMiB = size_t{1} << 20;
 // A split limit at or below the large-segment size (20 MiB) would forbid
 // splitting the segments made for medium requests: CUDA rejects it too.
 constexpr size_t kMinMaxSplitSizeMb = 20;
+// c10's bound of large_segment_size_mb: a segment must hold any request below
+// kMinLargeAlloc (10 MiB).
+constexpr size_t kMinLargeSegmentSizeMb = 10;
+// torch_npu's bounds of segment_size_mb.
+constexpr size_t kMinLegacySegmentSizeMb = 20;
+constexpr size_t kMaxLegacySegmentSizeMb = 512;
+// npurt's virtual-memory granularity: expandable pages are multiples of it.
+constexpr size_t kPageGranularity = size_t{2} << 20;
 
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -49,58 +57,84 @@ std::vector<std::string_view> splitOn(std::string_view s, char sep) {
   }
 }
 
-
 size_t parseMegabytes(std::string_view key, std::string_view value) {
   uint64_t mb = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), mb);
-  TORCH_CHECK_VALUE(ec == std::errc() && end == value.data() + value.size(),
-                    "PYTORCH_NPU_ALLOC_CONF: ", key, " expects a whole number of MiB, but got '",
-                    value, "'", NPU_ERROR_SUFFIX);
+  TORCH_CHECK(ec == std::errc() && end == value.data() + value.size(),
+              "PYTORCH_NPU_ALLOC_CONF: ", key, " expects a whole number of MiB, but got '", value,
+              "'", NPU_ERROR_SUFFIX);
   if (mb >= std::numeric_limits<size_t>::max() / kMiB) return std::numeric_limits<size_t>::max();
   return static_cast<size_t>(mb) * kMiB;
 }
 
-size_t parseSplitSize(std::string_view value) {
-  const size_t bytes = parseMegabytes("max_split_size_mb", value);
-  TORCH_CHECK_VALUE(bytes > kMinMaxSplitSizeMb * kMiB,
-                    "PYTORCH_NPU_ALLOC_CONF: max_split_size_mb must be > ", kMinMaxSplitSizeMb,
-                    ", but got ", value, NPU_ERROR_SUFFIX);
+// parseMegabytes, refusing n <= minMb: "<what> must be > <minMb><unit>, but
+// got <value>" (each option with the words of the parser it comes from).
+size_t parseMegabytesAbove(std::string_view key, std::string_view value, size_t minMb,
+                           std::string_view what, std::string_view unit) {
+  const size_t bytes = parseMegabytes(key, value);
+  TORCH_CHECK(bytes > minMb * kMiB, what, " must be > ", minMb, unit, ", but got ", value,
+              NPU_ERROR_SUFFIX);
   return bytes;
+}
+
+size_t parseSplitSize(std::string_view value) {
+  return parseMegabytesAbove("max_split_size_mb", value, kMinMaxSplitSizeMb,
+                             "PYTORCH_NPU_ALLOC_CONF: max_split_size_mb", "");
 }
 
 double parseNumber(std::string_view key, std::string_view value) {
   const std::string text(value);
   char* end = nullptr;
   const double v = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
-  TORCH_CHECK_VALUE(!text.empty() && end == text.c_str() + text.size(),
-                    "PYTORCH_NPU_ALLOC_CONF: ", key, " expects a number, but got '", value, "'",
-                    NPU_ERROR_SUFFIX);
+  TORCH_CHECK(!text.empty() && end == text.c_str() + text.size(), "PYTORCH_NPU_ALLOC_CONF: ", key,
+              " expects a number, but got '", value, "'", NPU_ERROR_SUFFIX);
   return v;
 }
 
 double parseFraction(std::string_view value) {
   const double f = parseNumber("per_process_memory_fraction", value);
-  TORCH_CHECK_VALUE(f >= 0.0 && f <= 1.0,
-                    "PYTORCH_NPU_ALLOC_CONF: per_process_memory_fraction must be in [0.0, 1.0], "
-                    "but got ",
-                    value, NPU_ERROR_SUFFIX);
+  TORCH_CHECK(f >= 0.0 && f <= 1.0,
+              "PYTORCH_NPU_ALLOC_CONF: per_process_memory_fraction must be in [0.0, 1.0], "
+              "but got ",
+              value, NPU_ERROR_SUFFIX);
   return f;
 }
 
 double parseThreshold(std::string_view value) {
   const double t = parseNumber("garbage_collection_threshold", value);
-  TORCH_CHECK_VALUE(t > 0.0 && t < 1.0,
-                    "PYTORCH_NPU_ALLOC_CONF: garbage_collection_threshold must be in (0.0, 1.0), "
-                    "but got ",
-                    value, NPU_ERROR_SUFFIX);
+  TORCH_CHECK(t > 0.0 && t < 1.0,
+              "PYTORCH_NPU_ALLOC_CONF: garbage_collection_threshold must be in (0.0, 1.0), "
+              "but got ",
+              value, NPU_ERROR_SUFFIX);
   return t;
+}
+
+// c10's message (AcceleratorAllocatorConfig::parseLargeSegmentSize).
+size_t parseLargeSegmentSize(std::string_view value) {
+  return parseMegabytesAbove("large_segment_size_mb", value, kMinLargeSegmentSizeMb,
+                             "CachingAllocator option large_segment_size_mb", " MB");
+}
+
+// torch_npu's segment_size_mb, with its messages.
+size_t parseLegacySegmentSize(std::string_view value) {
+  TORCH_WARN_ONCE("`segment_size_mb` is deprecated, please use `large_segment_size_mb` instead.");
+  const bool digits =
+      !value.empty() && value.find_first_not_of("0123456789") == std::string_view::npos;
+  TORCH_CHECK(digits, "CachingAllocator option segment_size_mb is invalid (got '", value, "').",
+              NPU_ERROR_SUFFIX);
+  uint64_t mb = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), mb);
+  TORCH_CHECK(ec == std::errc() && mb >= kMinLegacySegmentSizeMb && mb <= kMaxLegacySegmentSizeMb,
+              "CachingAllocator option segment_size_mb error, must be [", kMinLegacySegmentSizeMb,
+              ", ", kMaxLegacySegmentSizeMb, "], dtype is int (got ", value, ")", NPU_ERROR_SUFFIX);
+  return static_cast<size_t>(mb) * kMiB;
 }
 
 bool parseBool(std::string_view key, std::string_view value) {
   if (value == "True" || value == "true") return true;
   if (value == "False" || value == "false") return false;
-  TORCH_CHECK_VALUE(false, "PYTORCH_NPU_ALLOC_CONF: ", key, " expects True or False, but got '",
-                    value, "'", NPU_ERROR_SUFFIX);
+  TORCH_CHECK(false, "PYTORCH_NPU_ALLOC_CONF: ", key, " expects True or False, but got '", value,
+              "'", NPU_ERROR_SUFFIX);
 }
 
 // torch_npu's options that tune the hardware's allocator (page sizes,
@@ -110,14 +144,12 @@ bool parseBool(std::string_view key, std::string_view value) {
 constexpr std::string_view kAcceptedWithoutEffect[] = {
     "roundup_power2_divisions",
     "pinned_use_background_threads",
-    "large_segment_size_mb",
     "pinned_max_round_threshold_mb",
     "pinned_max_cached_size_mb",
     "pin_memory_expandable_segments",
     "pinned_mem_register",
     "base_addr_aligned_kb",
     "page_size",
-    "segment_size_mb",
     "multi_stream_lazy_reclaim",
     "pinned_reserve_segment_size_mb",
     "release_lock_on_npumalloc",
@@ -146,10 +178,10 @@ AllocatorConfig& current(ConfigState& s) {
     // torch_npu reads PYTORCH_ALLOC_CONF too, but refuses both at once.
     const char* npuEnv = std::getenv("PYTORCH_NPU_ALLOC_CONF");
     const char* accEnv = std::getenv("PYTORCH_ALLOC_CONF");
-    TORCH_CHECK_VALUE(npuEnv == nullptr || accEnv == nullptr,
-                      "Both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF have been set, please "
-                      "set only one of them.",
-                      NPU_ERROR_SUFFIX);
+    TORCH_CHECK(npuEnv == nullptr || accEnv == nullptr,
+                "Both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF have been set, please "
+                "set only one of them.",
+                NPU_ERROR_SUFFIX);
     const char* env = npuEnv != nullptr ? npuEnv : accEnv;
     s.config = parseAllocatorConfig(env == nullptr ? "" : env);
   }
@@ -163,8 +195,8 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
   for (std::string_view option : splitOn(conf, ',')) {
     if (option.empty()) continue;  // "a:1,,b:2" and a trailing comma are harmless
     const auto kv = splitOn(option, ':');
-    TORCH_CHECK_VALUE(kv.size() == 2 && !kv[0].empty(), "PYTORCH_NPU_ALLOC_CONF: expected ",
-                      "'key:value', but got '", option, "'", NPU_ERROR_SUFFIX);
+    TORCH_CHECK(kv.size() == 2 && !kv[0].empty(), "PYTORCH_NPU_ALLOC_CONF: expected ",
+                "'key:value', but got '", option, "'", NPU_ERROR_SUFFIX);
     const std::string_view key = kv[0];
     const std::string_view value = kv[1];
     if (key == "max_split_size_mb") {
@@ -179,21 +211,39 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
       out.throwOnMallocOom = parseBool(key, value);
     } else if (key == "expandable_segments") {
       out.expandableSegments = parseBool(key, value);
+    } else if (key == "large_segment_size_mb") {
+      out.largeSegmentSize = parseLargeSegmentSize(value);
+    } else if (key == "segment_size_mb") {
+      out.legacySegmentSize = parseLegacySegmentSize(value);
     } else if (acceptedWithoutEffect(key)) {
-      TORCH_CHECK_VALUE(!value.empty(), "PYTORCH_NPU_ALLOC_CONF: ", key,
-                        " needs a value, but got ''", NPU_ERROR_SUFFIX);
+      TORCH_CHECK(!value.empty(), "PYTORCH_NPU_ALLOC_CONF: ", key, " needs a value, but got ''",
+                  NPU_ERROR_SUFFIX);
       TORCH_WARN_ONCE("PYTORCH_NPU_ALLOC_CONF: torch_npu's hardware tuning options (here '", key,
                       "') are accepted but have no effect on the simulated NPU.");
     } else {
-      TORCH_CHECK_VALUE(
+      TORCH_CHECK(
           false, "Unrecognized key '", key, "' in NPU allocator config ",
           "(PYTORCH_NPU_ALLOC_CONF); supported: max_split_size_mb, ",
           "garbage_collection_threshold, per_process_memory_fraction, max_non_split_rounding_mb, ",
-          "throw_on_npumalloc_oom, expandable_segments",
+          "throw_on_npumalloc_oom, expandable_segments, large_segment_size_mb, segment_size_mb",
           NPU_ERROR_SUFFIX);
     }
   }
+  if (out.legacySegmentSize != 0 && out.largeSegmentSize != AllocatorConfig{}.largeSegmentSize) {
+    TORCH_WARN_ONCE(
+        "Both `segment_size_mb` and `large_segment_size_mb` are set. `segment_size_mb` is "
+        "deprecated. It is recommended to use only `large_segment_size_mb`.");
+  }
   return out;
+}
+
+size_t AllocatorConfig::expandableLargePageSize() const {
+  size_t page = largeSegmentSize;
+  if (page == AllocatorConfig{}.largeSegmentSize && legacySegmentSize != 0) {
+    page = legacySegmentSize;
+  }
+  if (page > std::numeric_limits<size_t>::max() - kPageGranularity) return page;  // npurt refuses
+  return (page + kPageGranularity - 1) / kPageGranularity * kPageGranularity;
 }
 
 AllocatorConfig allocatorConfig() {

@@ -24,12 +24,22 @@
 //   expandable_segments:<True|False>  True: new segments are expandable (Note
 //                                     [Expandable segments]): one per stream and
 //                                     pool, grown by mapping pages at its end
-// torch_npu's hardware tuning options (page_size, segment_size_mb,
+//   large_segment_size_mb:<n>         n > 10 (c10's option): the segment of a
+//                                     request between 1 and 10 MiB, and the page
+//                                     of the large pool's expandable segments
+//                                     (default 20)
+//   segment_size_mb:<n>               20 <= n <= 512 (torch_npu's, deprecated in
+//                                     favour of large_segment_size_mb, warned):
+//                                     the large pool's expandable page size,
+//                                     unless large_segment_size_mb is set
+// Expandable page sizes are rounded up to npurt's granularity (2 MiB).
+// torch_npu's other hardware tuning options (page_size,
 // roundup_power2_divisions, pinned_* ...) are accepted without effect
 // (warned once). PYTORCH_ALLOC_CONF is read when PYTORCH_NPU_ALLOC_CONF is
 // not set; both set is an error, as in torch_npu.
-// A bad option raises a ValueError-style c10::Error naming the option and the
-// value; the previous configuration then stays in force.
+// A bad option raises a c10::Error (RuntimeError in Python, as torch_npu's
+// and CUDA's parsers) naming the option and the value; the previous
+// configuration then stays in force.
 #pragma once
 
 #include <cstddef>
@@ -57,10 +67,20 @@ struct AllocatorConfig {
   double perProcessMemoryFraction = -1.0;
   // New segments are expandable segments (Note [Expandable segments]).
   bool expandableSegments = false;
+  // large_segment_size_mb: the segment of requests in (1 MiB, 10 MiB)
+  // (CUDA's kLargeBuffer by default).
+  size_t largeSegmentSize = size_t{20} << 20;
+  // torch_npu's deprecated segment_size_mb; 0: not set.
+  size_t legacySegmentSize = 0;
+
+  // The page of the large pool's expandable segments: large_segment_size_mb
+  // if set, else segment_size_mb if set, else 20 MiB (torch_npu's
+  // get_custom_expandable_segment_size), rounded up to 2 MiB. Pure.
+  size_t expandableLargePageSize() const;
 };
 
 // Parses `conf` on top of `base` (options not named keep base's values).
-// Raises c10::ValueError naming the bad key or value. Thread-safe (pure).
+// Raises c10::Error naming the bad key or value. Thread-safe (pure).
 AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfig& base = {});
 
 // The configuration in force: PYTORCH_NPU_ALLOC_CONF read at the first call

@@ -11,9 +11,9 @@ size_t roundSize(size_t nbytes) {
   return (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
 }
 
-size_t segmentSize(size_t size) {
+size_t segmentSize(size_t size, size_t largeSegment) {
   if (size <= kSmallSize) return kSmallBuffer;
-  if (size < kMinLargeAlloc) return kLargeBuffer;
+  if (size < kMinLargeAlloc) return largeSegment;
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 

@@ -58,8 +58,10 @@ constexpr size_t kOneExaByte = size_t{1} << 60;
 // Rounded block size of a request (see Note [Allocator segments and
 // splitting]); nbytes < kOneExaByte. Pure.
 size_t roundSize(size_t nbytes);
-// Size of the segment to npuMalloc for a block of rounded size `size`. Pure.
-size_t segmentSize(size_t size);
+// Size of the segment to npuMalloc for a block of rounded size `size`;
+// largeSegment: the segment of requests below kMinLargeAlloc
+// (large_segment_size_mb, kLargeBuffer by default). Pure.
+size_t segmentSize(size_t size, size_t largeSegment);
 
 // A runtime event recorded directly with npurt (not through the task queue).
 // See Note [Allocator events on external streams] in NPUCachingAllocator.cpp.
@@ -157,8 +159,11 @@ struct BlockPool {
   BlockPool(bool small, PrivatePool* ownerPool) : isSmall(small), owner(ownerPool) {}
   std::set<Block*, PoolLess> blocks;
   std::set<Block*, UnmappedLess> unmapped;
-  // Physical pages unmapped by empty_virt_addr_cache, for the next maps.
+  // Physical pages unmapped by empty_virt_addr_cache, for the next maps of
+  // segments with pages of freePhysicalPageSize bytes (page sizes change
+  // with large_segment_size_mb; a segment keeps the size it was made with).
   std::vector<npuMemGenericAllocationHandle_t> freePhysical;
+  size_t freePhysicalPageSize = 0;
   const bool isSmall;
   PrivatePool* const owner;  // nullptr for the device's default pools
 };

@@ -46,6 +46,26 @@
 // a dying stream under the same mutexes (after recording its own event on
 // it), and recordStream refuses handles that callback has seen, so a raw
 // record never reaches a destroyed stream.
+//
+// Note [Frees need no event on finished streams]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The event a free records on a stream that used the block stands for "the
+// work enqueued on that stream up to now". If that work has all finished at
+// the free (nothing in the task queue, npurt idle, no capture, no held
+// failure: npuStreamIsIdle), the event would complete with nothing to wait
+// for, so the use is dropped instead and the block may return to its pool at
+// once. Otherwise a block freed right after torch.npu.synchronize() waited in
+// the pending list until an executor got to the event record, and the next
+// allocation of its size took a new block (torch_npu's
+// test_mempool_block_free_not_deferred expects the block back).
+// Why it is safe: every use of the block on that stream was enqueued before
+// the free (the record_stream contract; work enqueued later by another
+// thread cannot use freed memory legally), and the queue is checked before
+// npurt so that an item between the two is seen by one of them. A capturing
+// stream is never "finished" (its work is recorded, not run), so frees
+// during a capture keep their events (Note [Task captures and memory reuse]
+// is about tasks holding tensors and is unaffected). A stream holding a
+// failure keeps its event too, and the check never reports the failure.
 #include "core/NPUCachingAllocator.h"
 
 #include <c10/util/Exception.h>
@@ -64,6 +84,7 @@
 #include "core/NPUFunctions.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.hpp"
+#include "npurt/npurt_stream_idle.h"
 
 namespace c10_npu::NPUCachingAllocator::detail {
 namespace {
@@ -71,6 +92,23 @@ namespace {
 void warnSwallowed(const char* where, const c10::Error& e) {
   TORCH_WARN("NPU caching allocator: ignoring an error in ", where,
              " (it cannot be raised there): ", e.what_without_backtrace());
+}
+
+// See Note [Frees need no event on finished streams]. No lock held: npurt is
+// asked without waiting; a handle npurt refuses (a destroyed external
+// stream) counts as not finished, and the usual path handles it.
+bool finishedAllWork(const StreamUse& use) {
+  if (queue::hasPending(use.stream)) return false;
+  npuStream_t handle = use.externalHandle;
+  if (handle == nullptr) {
+    try {
+      handle = use.stream.rawHandle();
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
+  int idle = 0;
+  return npuStreamIsIdle(handle, &idle) == npuSuccess && idle != 0;
 }
 
 }  // namespace
@@ -149,6 +187,8 @@ void DeviceState::free(Block* block) {
       stats_.allocated_bytes[i].decrease(block->size);
     }
     if (block->oversize) stats_.oversize_allocations.decrease(1);
+    // Note [Allocations in the profiler]
+    reportToProfiler(block, -static_cast<int64_t>(block->size));
     if (block->uses.empty() && block->rawEvents.empty()) {
       freeBlock(block);
       return;
@@ -163,6 +203,7 @@ void DeviceState::free(Block* block) {
   std::vector<NPUEvent> queued;
   std::vector<NPUStream> direct;
   for (const StreamUse& use : uses) {
+    if (finishedAllWork(use)) continue;  // needs no event
     if (!use.stream.isExternal()) {
       try {
         NPUEvent event(npuEventDisableTiming);
@@ -200,6 +241,12 @@ void DeviceState::free(Block* block) {
     }
   }
   block->uses.clear();
+  if (queued.empty() && block->rawEvents.empty() && !leaked) {
+    // Every use's stream had finished (or its destroy callback left no
+    // event): nothing to wait for.
+    freeBlock(block);
+    return;
+  }
   if (leaked) {
     block->state = BlockState::kLeaked;
     block->rawEvents.clear();

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/NPUBaseAllocation.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUDeviceCache.h"
 #include "core/NPUException.h"
@@ -208,6 +209,12 @@ void rawDelete(void* ptr) {
 }
 
 void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
+    if (ptr.get() == nullptr || !pluggable->owns(ptr.get())) return;
+    trace::streamRecorded(ptr.get(), stream);    // Note [Trace hooks]
+    pluggable->recordStream(ptr.get(), stream);  // Note [Pluggable allocator hooks]
+    return;
+  }
   // Not ours (nullptr, from_blob, ...): nothing to protect, as CUDA does.
   Block* block = blockOf(ptr);
   if (block == nullptr) return;
@@ -222,6 +229,12 @@ bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream) {
 }
 
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
+    if (ptr.get() == nullptr || !pluggable->owns(ptr.get())) return;
+    pluggable->eraseStream(ptr.get(), stream);  // Note [Pluggable allocator hooks]
+    trace::streamErased(ptr.get(), stream);     // Note [Trace hooks]
+    return;
+  }
   Block* block = blockOf(ptr);
   if (block == nullptr) return;
   allocator().device(block->device).eraseStream(block, stream);
@@ -333,20 +346,42 @@ void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id,
 
 void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
                          std::function<bool(const NPUStream&)> filter) {
-  TORCH_CHECK(NPUPluggableAllocator::current() == nullptr,
-              "Private memory pools (graph capture, use_mem_pool) need the caching allocator, "
-              "but the current allocator is an NPUPluggableAllocator (change_current_allocator); "
-              "give the allocator to a MemPool instead",
-              NPU_ERROR_SUFFIX);
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
+    // Note [Pluggable allocator hooks]: the user's hook decides; raises if
+    // there is none, before the caching allocator counts a use.
+    device = checkedDeviceIndex(device);
+    auto onHandle = [filter, device](void* handle) {
+      const NPUStream current = getCurrentNPUStream(device);
+      return current.rawHandle() == static_cast<npuStream_t>(handle) && filter(current);
+    };
+    pluggable->beginAllocateToPool(device, id, std::move(onHandle));
+  }
   allocator().device(device).beginAllocateToPool(id, std::move(filter));
 }
 
 void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
   allocator().device(device).endAllocateToPool(id);
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
+    pluggable->endAllocateToPool(checkedDeviceIndex(device), id);
+  }
 }
 
 void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
   allocator().device(device).releasePool(id);
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
+    pluggable->releasePool(checkedDeviceIndex(device), id);
+  }
+}
+
+void* getBaseAllocation(void* ptr, size_t* size) {
+  TORCH_CHECK_VALUE(size != nullptr, "getBaseAllocation: size must not be NULL", NPU_ERROR_SUFFIX);
+  if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
+    return pluggable->baseAllocation(ptr, size);  // Note [Pluggable allocator hooks]
+  }
+  Block* block = allocator().ptrs().find(ptr);
+  TORCH_CHECK(block != nullptr, "getBaseAllocation: ", ptr,
+              " is not a live allocation of the npu caching allocator", NPU_ERROR_SUFFIX);
+  return allocator().device(block->device).baseAllocation(block, size);
 }
 
 int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {

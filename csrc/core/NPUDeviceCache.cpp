@@ -3,6 +3,7 @@
 // locks, Note [Allocator lock ordering] (NPUCachingAllocator.cpp).
 #include "core/NPUDeviceCache.h"
 
+#include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -74,7 +75,7 @@ Block* DeviceState::takeFreeBlock(BlockPool& pool, c10::StreamId stream, size_t 
 
 Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t size,
                                   const AllocatorConfig& config, const Context& context) {
-  const size_t bytes = segmentSize(size);
+  const size_t bytes = segmentSize(size, config.largeSegmentSize);
   // Refused before the fraction below can turn it into a retry.
   if (config.throwOnMallocOom) rejectOverConfiguredFraction(bytes, config);
   const int64_t reserved = stats_.reserved_bytes[kAggregate].current;
@@ -129,6 +130,40 @@ void DeviceState::splitFor(Block* block, size_t size, const AllocatorConfig& con
   enterPool(remainder);
 }
 
+void* DeviceState::baseAllocation(const Block* block, size_t* size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(block->segment == nullptr,
+              "Tensors allocated with expandable_segments:True cannot be shared between "
+              "processes. Consider using expandable_segments:False in data loading workers via "
+              "torch.npu.memory._set_allocator_settings('expandable_segments:False')",
+              NPU_ERROR_SUFFIX);
+  while (block->prev != nullptr) block = block->prev;  // the segment's first block
+  void* base = block->ptr;
+  size_t bytes = 0;
+  for (; block != nullptr; block = block->next) bytes += block->size;
+  *size = bytes;
+  return base;
+}
+
+// Note [Allocations in the profiler]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch.profiler.profile(profile_memory=True) learns of device memory through
+// c10::reportMemoryUsageToProfiler, as from CUDA's allocator: every block
+// handed out and every free (at the request, as CUDA: the block's events may
+// still be pending) with the block's size and the device's allocated and
+// reserved bytes after it, for Device(PrivateUse1, device). key_averages'
+// device memory columns, the memory profiler and _memory_viz read these. The
+// profiler's state is thread-local (the calling thread's profiling session);
+// off, the call finds no state and returns, one thread-local load. Lock held:
+// the profiler's side only appends to its own buffer and takes no lock of
+// ours.
+void DeviceState::reportToProfiler(const Block* block, int64_t bytes) const {
+  c10::reportMemoryUsageToProfiler(block->ptr, bytes,
+                                   static_cast<size_t>(stats_.allocated_bytes[kAggregate].current),
+                                   static_cast<size_t>(stats_.reserved_bytes[kAggregate].current),
+                                   c10::Device(c10::DeviceType::PrivateUse1, device_));
+}
+
 void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorConfig& config,
                                 const Context& context) {
   block->state = BlockState::kAllocated;
@@ -147,6 +182,7 @@ void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorC
   updateStat(stats_.requested_bytes, types, static_cast<int64_t>(requested));
   block->oversize = block->size >= config.maxSplitSize;
   if (block->oversize) stats_.oversize_allocations.increase(1);
+  reportToProfiler(block, size);
 }
 
 Block* DeviceState::tryAllocate(size_t size, const NPUStream& stream,
@@ -186,7 +222,7 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     applyConfiguredFraction(config);
-    const size_t segment = segmentSize(size);
+    const size_t segment = segmentSize(size, config.largeSegmentSize);
     if (gcNeeded(segment, config)) {
       const double target =
           config.garbageCollectionThreshold * static_cast<double>(*allowedMaximum_);
@@ -229,7 +265,7 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
           recordTrace("oom", device_, totalMemory_ - std::min(totalMemory_, reserved), nbytes,
                       stream.id(), context, RecordContext::kState);
         }
-        message = oomMessage(nbytes, segmentSize(size));
+        message = oomMessage(nbytes, segmentSize(size, config.largeSegmentSize));
       }
     }
     if (block == nullptr) {

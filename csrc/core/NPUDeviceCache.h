@@ -118,6 +118,8 @@ class DeviceState {
   void endAllocateToPool(c10::MempoolId_t id);
   void releasePool(c10::MempoolId_t id);
   int poolUseCount(c10::MempoolId_t id);
+  // getBaseAllocation (NPUCachingAllocator.h) of an allocated block.
+  void* baseAllocation(const Block* block, size_t* size);
 
   // --- NPUCachingAllocator.cpp --- (all thread-safe)
   void free(Block* block);
@@ -147,6 +149,9 @@ class DeviceState {
   Block* tryAllocate(size_t size, const NPUStream& stream, const AllocatorConfig& config,
                      const Context& context);
   void splitFor(Block* block, size_t size, const AllocatorConfig& config);
+  // Note [Allocations in the profiler]: reports an allocation (bytes > 0) or
+  // a free (bytes < 0) of `block` with the device's totals after it.
+  void reportToProfiler(const Block* block, int64_t bytes) const;
   void markAllocated(Block* block, size_t requested, const AllocatorConfig& config,
                      const Context& context);
   void freeBlock(Block* block);  // back to its pool, merged with free neighbours
@@ -162,7 +167,8 @@ class DeviceState {
                                const AllocatorConfig& config, const Context& context);
   // The lowest block of `stream` from which free and unmapped blocks reach
   // `size` bytes, in a new segment if needed; nullptr if none can.
-  Block* findExpandableBlock(BlockPool& pool, c10::StreamId stream, size_t size);
+  Block* findExpandableBlock(BlockPool& pool, c10::StreamId stream, size_t size,
+                             const AllocatorConfig& config);
   // Maps the first `size` bytes (rounded to pages) of the unmapped `block`,
   // merges them with free neighbours into a cached block and returns it;
   // nullptr if out of memory.

@@ -93,7 +93,8 @@ bool DeviceState::useExpandable(const BlockPool& pool, const AllocatorConfig& co
          (pool.owner == nullptr || pool.owner->options.allocator == nullptr);
 }
 
-Block* DeviceState::findExpandableBlock(BlockPool& pool, c10::StreamId stream, size_t size) {
+Block* DeviceState::findExpandableBlock(BlockPool& pool, c10::StreamId stream, size_t size,
+                                        const AllocatorConfig& config) {
   auto usable = [](const Block* b) {
     return b != nullptr && (b->state == BlockState::kCached || b->state == BlockState::kUnmapped);
   };
@@ -109,7 +110,9 @@ Block* DeviceState::findExpandableBlock(BlockPool& pool, c10::StreamId stream, s
   npuDeviceProp prop{};
   NPU_CHECK(npuGetDeviceProperties(&prop, device_));
   const size_t capacity = prop.totalMemory;
-  const size_t page = pool.isSmall ? kSmallBuffer : kLargeBuffer;
+  // The large pool's page follows large_segment_size_mb / segment_size_mb,
+  // as torch_npu's; a segment keeps the page it was made with.
+  const size_t page = pool.isSmall ? kSmallBuffer : config.expandableLargePageSize();
   const size_t pages = (capacity + capacity / 8 + page - 1) / page;
   if (size > pages * page) return nullptr;  // more than a whole segment could map
   auto segment = std::make_unique<ExpandableSegment>(device_, page, pages);
@@ -136,7 +139,10 @@ Block* DeviceState::mapBlock(Block* block, size_t size, const AllocatorConfig& c
     return nullptr;  // the per-process fraction, as for a new segment
   }
   const size_t first = static_cast<size_t>(static_cast<char*>(block->ptr) - segment.ptr()) / page;
-  const npuError_t status = segment.map(first, first + bytes / page, block->pool->freePhysical);
+  // Kept pages serve only segments with pages of their size.
+  std::vector<npuMemGenericAllocationHandle_t> none;
+  auto& kept = block->pool->freePhysicalPageSize == page ? block->pool->freePhysical : none;
+  const npuError_t status = segment.map(first, first + bytes / page, kept);
   if (status == npuErrorMemoryAllocation) return nullptr;
   NPU_CHECK(status);
   BlockPool& pool = *block->pool;
@@ -173,7 +179,7 @@ Block* DeviceState::mapBlock(Block* block, size_t size, const AllocatorConfig& c
 
 Block* DeviceState::tryAllocateExpandable(BlockPool& pool, c10::StreamId stream, size_t size,
                                           const AllocatorConfig& config, const Context& context) {
-  Block* block = findExpandableBlock(pool, stream, size);
+  Block* block = findExpandableBlock(pool, stream, size, config);
   if (block == nullptr) return nullptr;
   // block -> (unmapped | free) ... with room for `size`, block the lowest.
   if (block->state == BlockState::kUnmapped) {
@@ -213,7 +219,12 @@ npuError_t DeviceState::unmapBlock(Block* block, bool keepPhysical) {
   const size_t last = (end - base) / page;
   if (first >= last) return npuSuccess;  // no whole page
   BlockPool& pool = *block->pool;
-  if (keepPhysical) pool.freePhysical.reserve(pool.freePhysical.size() + (last - first));
+  // The pool keeps pages of one size only (those kept first).
+  if (!pool.freePhysical.empty() && pool.freePhysicalPageSize != page) keepPhysical = false;
+  if (keepPhysical) {
+    pool.freePhysicalPageSize = page;
+    pool.freePhysical.reserve(pool.freePhysical.size() + (last - first));
+  }
   if (const npuError_t status = segment.unmap(first, last, keepPhysical ? &pool.freePhysical : nullptr);
       status != npuSuccess) {
     return status;

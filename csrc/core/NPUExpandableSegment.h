@@ -10,7 +10,10 @@
 //  - A segment reserves addresses for 9/8 of the device's capacity
 //    (npuMemAddressReserve) and maps physical memory into them page by page
 //    (npuMemCreate + npuMemMap): 2 MiB pages for the small pool, 20 MiB for
-//    the large one. Its address range is a chain of blocks like any segment's;
+//    the large one (large_segment_size_mb or segment_size_mb when set,
+//    NPUAllocatorConfig.h; a segment keeps the page it was made with, and
+//    physical pages kept by empty_virt_addr_cache serve only segments with
+//    pages of their size). Its address range is a chain of blocks like any segment's;
 //    the unmapped parts are kUnmapped blocks in the pool's `unmapped` set.
 //  - A request no cached block serves looks, on its stream, for the lowest
 //    unmapped range that (together with a free block right before it) is big

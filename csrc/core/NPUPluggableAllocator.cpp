@@ -94,6 +94,53 @@ void PluggableAllocator::setResetFn(ResetFn fn) { resetFn_.store(fn); }
 
 void PluggableAllocator::setMemoryFractionFn(MemoryFractionFn fn) { memoryFractionFn_.store(fn); }
 
+void PluggableAllocator::setBaseAllocFn(BaseAllocFn fn) { baseAllocFn_.store(fn); }
+
+void PluggableAllocator::setRecordStreamFn(StreamUseFn fn) { recordStreamFn_.store(fn); }
+
+void PluggableAllocator::setEraseStreamFn(StreamUseFn fn) { eraseStreamFn_.store(fn); }
+
+void PluggableAllocator::setBeginAllocateToPoolFn(BeginAllocateToPoolFn fn) {
+  beginAllocateToPoolFn_.store(fn);
+}
+
+void PluggableAllocator::setEndAllocateToPoolFn(PoolFn fn) { endAllocateToPoolFn_.store(fn); }
+
+void PluggableAllocator::setReleasePoolFn(PoolFn fn) { releasePoolFn_.store(fn); }
+
+void* PluggableAllocator::baseAllocation(void* ptr, size_t* size) {
+  if (BaseAllocFn fn = baseAllocFn_.load(); fn != nullptr) return fn(ptr, size);
+  return ptr;
+}
+
+void PluggableAllocator::recordStream(void* ptr, const NPUStream& stream) {
+  if (StreamUseFn fn = recordStreamFn_.load(); fn != nullptr) fn(ptr, stream);
+}
+
+void PluggableAllocator::eraseStream(void* ptr, const NPUStream& stream) {
+  if (StreamUseFn fn = eraseStreamFn_.load(); fn != nullptr) fn(ptr, stream);
+}
+
+void PluggableAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                                             StreamFilter filter) {
+  BeginAllocateToPoolFn fn = beginAllocateToPoolFn_.load();
+  TORCH_CHECK(fn != nullptr,
+              "Private memory pools (graph capture, use_mem_pool) need the caching allocator or a "
+              "begin_allocate_to_pool hook, but the current allocator is an "
+              "NPUPluggableAllocator (change_current_allocator) without one; set it with "
+              "set_begin_allocate_to_pool, or give the allocator to a MemPool instead",
+              NPU_ERROR_SUFFIX);
+  fn(device, id, std::move(filter));
+}
+
+void PluggableAllocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  if (PoolFn fn = endAllocateToPoolFn_.load(); fn != nullptr) fn(device, id);
+}
+
+void PluggableAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  if (PoolFn fn = releasePoolFn_.load(); fn != nullptr) fn(device, id);
+}
+
 c10::CachingDeviceAllocator::DeviceStats PluggableAllocator::deviceStats(c10::DeviceIndex device) {
   if (DeviceStatsFn fn = deviceStatsFn_.load(); fn != nullptr) return fn(device);
   TORCH_WARN_ONCE(

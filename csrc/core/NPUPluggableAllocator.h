@@ -25,6 +25,30 @@
 // tensors themselves.
 // A NULL result of alloc is an out-of-memory condition (the caching allocator
 // retries after releasing its cache, then raises torch.OutOfMemoryError).
+//
+// Note [Pluggable allocator hooks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch_npu's C++ hooks of the current allocator, called where torch_npu
+// calls them (each optional):
+//  - record_stream / erase_stream: Tensor.record_stream and erase_stream of a
+//    tensor of the current allocator, with the pointer and the NPUStream (our
+//    c10_npu::NPUStream: an extension compiled against the package's headers
+//    has the same type, which is what torch_npu's signature asks of it).
+//  - base_alloc: NPUCachingAllocator::getBaseAllocation(ptr, &size); without
+//    it the pointer is its own base.
+//  - begin_allocate_to_pool / end_allocate_to_pool / release_pool: the
+//    private-pool calls (use_mem_pool, graph capture) while the allocator is
+//    current; the user's allocator decides what a pool means. The begin hook
+//    gets a filter over aclrtStreams (std::function<bool(aclrtStream)>, as
+//    torch_npu's) that answers for the calling thread's current stream of
+//    the device (the stream its alloc function is given) and false for any
+//    other handle. Without a begin hook, pools are refused with an error, as
+//    before (torch_npu would silently ignore them). The caching allocator
+//    keeps its own use count of the pool too, so MemPool.use_count() stays
+//    true.
+// These hooks only matter for the current allocator; a MemPool's segment
+// source is never asked (torch_npu's caching allocator does not call them
+// either).
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -34,6 +58,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -51,6 +76,13 @@ using ResetPeakStatsFn = void (*)(c10::DeviceIndex device);
 using InitFn = void (*)(int deviceCount);
 using ResetFn = void (*)(bool checkError);
 using MemoryFractionFn = void (*)(double fraction, int device);
+// The C++ hooks (Note [Pluggable allocator hooks]), torch_npu's signatures.
+using BaseAllocFn = void* (*)(void* ptr, size_t* size);
+using StreamUseFn = void (*)(void* ptr, NPUStream stream);  // record and erase
+// Filters take an aclrtStream (void*), as torch_npu's.
+using StreamFilter = std::function<bool(void*)>;
+using BeginAllocateToPoolFn = void (*)(int device, c10::MempoolId_t id, StreamFilter filter);
+using PoolFn = void (*)(int device, c10::MempoolId_t id);  // end and release
 
 class PluggableAllocator {
  public:
@@ -76,6 +108,23 @@ class PluggableAllocator {
   void setInitFn(InitFn fn);
   void setResetFn(ResetFn fn);
   void setMemoryFractionFn(MemoryFractionFn fn);
+  void setBaseAllocFn(BaseAllocFn fn);
+  void setRecordStreamFn(StreamUseFn fn);
+  void setEraseStreamFn(StreamUseFn fn);
+  void setBeginAllocateToPoolFn(BeginAllocateToPoolFn fn);
+  void setEndAllocateToPoolFn(PoolFn fn);
+  void setReleasePoolFn(PoolFn fn);
+
+  // The hooks, called on the calling thread with no lock of ours held
+  // (Note [Pluggable allocator hooks]); each does nothing if its function was
+  // not set, except baseAllocation (returns ptr, size unchanged) and
+  // beginAllocateToPool (raises: pools need a begin hook). Thread-safe.
+  void* baseAllocation(void* ptr, size_t* size);
+  void recordStream(void* ptr, const NPUStream& stream);
+  void eraseStream(void* ptr, const NPUStream& stream);
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, StreamFilter filter);
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
 
   // The statistics the user's function reports; all zero, with a warning
   // (once), if none was set. Thread-safe.
@@ -103,6 +152,12 @@ class PluggableAllocator {
   std::atomic<InitFn> initFn_{nullptr};
   std::atomic<ResetFn> resetFn_{nullptr};
   std::atomic<MemoryFractionFn> memoryFractionFn_{nullptr};
+  std::atomic<BaseAllocFn> baseAllocFn_{nullptr};
+  std::atomic<StreamUseFn> recordStreamFn_{nullptr};
+  std::atomic<StreamUseFn> eraseStreamFn_{nullptr};
+  std::atomic<BeginAllocateToPoolFn> beginAllocateToPoolFn_{nullptr};
+  std::atomic<PoolFn> endAllocateToPoolFn_{nullptr};
+  std::atomic<PoolFn> releasePoolFn_{nullptr};
   bool initialized_ = false;
 };
 

@@ -51,8 +51,36 @@ void initPluggableAllocator(py::module_& m) {
            [](Allocator& self, uint64_t fn) {
              self.setResetFn(functionAt<pluggable::ResetFn>(fn, "reset"));
            })
-      .def("set_memory_fraction_fn", [](Allocator& self, uint64_t fn) {
-        self.setMemoryFractionFn(functionAt<pluggable::MemoryFractionFn>(fn, "memory_fraction"));
+      .def("set_memory_fraction_fn",
+           [](Allocator& self, uint64_t fn) {
+             self.setMemoryFractionFn(
+                 functionAt<pluggable::MemoryFractionFn>(fn, "memory_fraction"));
+           })
+      // The C++ hooks (Note [Pluggable allocator hooks]): torch_npu's names,
+      // including its irregular ones (no _fn on two of the pool hooks).
+      .def("set_base_alloc_fn",
+           [](Allocator& self, uint64_t fn) {
+             self.setBaseAllocFn(functionAt<pluggable::BaseAllocFn>(fn, "base_alloc"));
+           })
+      .def("set_record_stream_fn",
+           [](Allocator& self, uint64_t fn) {
+             self.setRecordStreamFn(functionAt<pluggable::StreamUseFn>(fn, "record_stream"));
+           })
+      .def("set_erase_stream_fn",
+           [](Allocator& self, uint64_t fn) {
+             self.setEraseStreamFn(functionAt<pluggable::StreamUseFn>(fn, "erase_stream"));
+           })
+      .def("set_begin_allocate_to_pool",
+           [](Allocator& self, uint64_t fn) {
+             self.setBeginAllocateToPoolFn(
+                 functionAt<pluggable::BeginAllocateToPoolFn>(fn, "begin_allocate_to_pool"));
+           })
+      .def("set_end_allocate_to_pool_fn",
+           [](Allocator& self, uint64_t fn) {
+             self.setEndAllocateToPoolFn(functionAt<pluggable::PoolFn>(fn, "end_allocate_to_pool"));
+           })
+      .def("set_release_pool", [](Allocator& self, uint64_t fn) {
+        self.setReleasePoolFn(functionAt<pluggable::PoolFn>(fn, "release_pool"));
       });
   // torch_npu names the class with the setters _NPUPluggableAllocator.
   m.attr("_NPUPluggableAllocator") = cls;

@@ -22,6 +22,7 @@
 
 #include "fuzz_state.h"
 #include "npurt/npurt.h"
+#include "npurt/npurt_stream_idle.h"
 
 namespace npurt_fuzz {
 namespace {
@@ -306,9 +307,12 @@ void step(State& st, Input& in) {
       (void)npuSetFaultInjection(static_cast<npuFaultKind>(in.below(4)), in.below(6));
       break;
     }
-    case 33:
+    case 33: {
       (void)npuStreamPeekAtLastError(st.stream());
+      int idle = 0;
+      (void)npuStreamIsIdle(st.stream(), &idle);
       break;
+    }
     case 34: {
       int i = 0;
       unsigned u = 0;

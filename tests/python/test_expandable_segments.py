@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch_npu
 
-from conftest import run_py_ok
+from conftest import run_py, run_py_ok
 
 MiB = 1 << 20
 LARGE_PAGE = 20 * MiB
@@ -239,3 +239,85 @@ def test_empty_virt_addr_cache_needs_expandable_segments():
     torch.npu.memory._set_allocator_settings("expandable_segments:False")
     with pytest.raises(RuntimeError, match="please enable expandable_segments"):
         torch_npu.npu.empty_virt_addr_cache()
+
+
+def test_page_size_options_set_the_large_pages():
+    # torch_npu's segment_size_mb (deprecated) and c10's large_segment_size_mb
+    # (which wins) choose the large pool's page; each stream's segment keeps
+    # the page it was made with. Small pages stay 2 MiB.
+    p = run_py(
+        """
+        import torch, torch_npu
+        MiB = 1 << 20
+
+        def grow(conf):
+            torch.npu.memory._set_allocator_settings(conf)
+            s = torch.npu.Stream()
+            reserved = torch.npu.memory_reserved()
+            with torch.npu.stream(s):
+                x = torch.empty(8 * MiB, dtype=torch.uint8, device="npu")
+                y = torch.empty(MiB // 2, dtype=torch.uint8, device="npu")
+            print((torch.npu.memory_reserved() - reserved) // MiB)
+            return x, y
+
+        keep = [grow("expandable_segments:True,segment_size_mb:128")]
+        keep.append(grow("large_segment_size_mb:64"))
+        keep.append(grow("large_segment_size_mb:20,segment_size_mb:21"))
+        """,
+        env={"PYTORCH_NPU_ALLOC_CONF": ""},
+    )
+    assert p.returncode == 0, p.stderr
+    # 128 + 2, 64 + 2, 22 (21 MiB rounded up to the 2 MiB granularity) + 2
+    assert p.stdout.split() == ["130", "66", "24"]
+    # torch_npu's warnings (C++ warnings: on stderr)
+    assert "`segment_size_mb` is deprecated, please use `large_segment_size_mb`" in p.stderr
+    assert "Both `segment_size_mb` and `large_segment_size_mb` are set" in p.stderr
+
+
+def test_kept_physical_pages_serve_only_pages_of_their_size():
+    out = run_py_ok(
+        """
+        import torch, torch_npu
+        MiB = 1 << 20
+        torch.npu.memory._set_allocator_settings("expandable_segments:True")
+        free0, _ = torch.npu.mem_get_info()
+        s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+        with torch.npu.stream(s1):
+            a = torch.empty(50 * MiB, dtype=torch.uint8, device="npu")
+        del a
+        torch.npu.synchronize()
+        torch_npu.npu.empty_virt_addr_cache()  # keeps three 20 MiB pages
+        torch.npu.memory._set_allocator_settings("large_segment_size_mb:64")
+        with torch.npu.stream(s2):
+            b = torch.empty(50 * MiB, dtype=torch.uint8, device="npu").fill_(3)
+            ok = bool((b == 3).all())  # its 50 MiB result takes a second page
+        print(torch.npu.memory_reserved() // MiB, ok)
+        print((free0 - torch.npu.mem_get_info()[0]) // MiB)
+        del b
+        torch.npu.synchronize()
+        torch.npu.empty_cache()
+        print(torch.npu.memory_reserved(), free0 - torch.npu.mem_get_info()[0])
+        """,
+        env={"PYTORCH_NPU_ALLOC_CONF": ""},
+    )
+    # two 64 MiB pages and a small one; the kept 20 MiB pages are not mapped
+    # into the new segment but still held; then everything released
+    assert out.split() == ["130", "True", str(130 + 60), "0", "0"]
+
+
+def test_large_segment_size_sets_the_segment_of_medium_requests():
+    out = run_py_ok(
+        """
+        import torch, torch_npu
+        MiB = 1 << 20
+        torch.npu.memory._set_allocator_settings("large_segment_size_mb:64")
+        s = torch.npu.Stream()
+        with torch.npu.stream(s):
+            x = torch.empty(4 * MiB, dtype=torch.uint8, device="npu")
+        print(sorted(seg["total_size"] // MiB for seg in torch.npu.memory_snapshot()
+                     if seg["stream"] == s.stream_id))
+        """,
+        env={"PYTORCH_NPU_ALLOC_CONF": ""},
+    )
+    # a 64 MiB segment for a 4 MiB request (torch_npu's and CUDA's rule)
+    assert out.split() == ["[64]"]

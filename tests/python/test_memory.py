@@ -5,6 +5,7 @@ max_memory_reserved / reset_peak_memory_stats / memory_stats /
 memory_summary), out-of-memory as ``torch.OutOfMemoryError`` with the device
 usable afterwards, and pinned host memory."""
 
+import contextlib
 import gc
 
 import pytest
@@ -75,6 +76,29 @@ def test_record_stream_delays_reuse_while_stream_busy(gate):
     del y
     settle()
     assert ptr in reusable_pointers(N)  # reusable once side finished
+
+
+@pytest.mark.parametrize("pool", ["default", "mempool"])
+def test_block_of_a_finished_stream_is_reused_at_once(pool):
+    # Note [Frees need no event on finished streams]: a tensor used by an op
+    # of another stream is freed when that op's captures are released (by the
+    # synchronize); the other stream has then finished its work, so the block
+    # needs no event and the next allocation of its size gets it back.
+    settle()
+    side = torch.npu.Stream()
+    mem_pool = torch.npu.MemPool() if pool == "mempool" else None
+    with torch.npu.use_mem_pool(mem_pool) if mem_pool else contextlib.nullcontext():
+        x = torch.ones(N, device="npu")
+        ptr = x.data_ptr()
+        side.wait_stream(torch.npu.current_stream())
+        with torch.npu.stream(side):
+            x.record_stream(side)
+            y = x + 1
+        del x, y
+        torch.npu.synchronize()
+        z = torch.empty(N, device="npu")
+        assert z.data_ptr() == ptr
+        del z
 
 
 def test_without_record_stream_block_is_reused(gate):

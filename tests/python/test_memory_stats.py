@@ -301,9 +301,15 @@ def test_allocator_settings_max_split_size():
     ("max_non_split_rounding_mb:-3", "max_non_split_rounding_mb expects a whole number of MiB"),
     ("no_such_option:1", "Unrecognized key 'no_such_option'"),
     ("max_split_size_mb", "expected 'key:value', but got 'max_split_size_mb'"),
+    ("large_segment_size_mb:10", "large_segment_size_mb must be > 10 MB, but got 10"),
+    ("large_segment_size_mb:big", "large_segment_size_mb expects a whole number of MiB"),
+    ("segment_size_mb:19", r"segment_size_mb error, must be \[20, 512\], dtype is int"),
+    ("segment_size_mb:513", r"segment_size_mb error, must be \[20, 512\], dtype is int"),
+    ("segment_size_mb:1.5", "CachingAllocator option segment_size_mb is invalid"),
 ])
 def test_bad_allocator_settings_name_the_value(conf, text):
-    with pytest.raises(ValueError, match=text):
+    # RuntimeError, as torch_npu's and CUDA's parsers raise.
+    with pytest.raises(RuntimeError, match=text):
         torch.npu.memory._set_allocator_settings(conf)
     with pytest.raises(TypeError):
         torch.npu.memory._set_allocator_settings(32)

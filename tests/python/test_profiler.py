@@ -1,5 +1,6 @@
 """The profiler: Kineto's PrivateUse1 device rows, key_averages device times,
-the legacy profiler's stubs (profile(use_device="npu")) and torch_npu.profiler.
+npu memory events (profile_memory=True), the legacy profiler's stubs
+(profile(use_device="npu")) and torch_npu.profiler.
 
 The device activities come from csrc/profiler (NPUActivityProfiler); each test
 checks what a user sees: the Chrome trace's rows and events, the tables'
@@ -142,6 +143,53 @@ def test_key_averages_report_device_time(run_py):
     assert float(values["OPS"][0]) >= 3 * 3000, out.stdout
     assert float(values["PER_OP"][0]) >= 3000, out.stdout
     assert "Self NPU" in out.stdout, out.stdout
+
+
+def test_profile_memory_records_npu_allocations_and_frees():
+    # Note [Allocations in the profiler]: every allocation and free reaches
+    # the profiler as a memory event of the npu device.
+    torch.npu.synchronize()
+    with torch.profiler.profile(activities=_ACTIVITIES, profile_memory=True) as p:
+        x = torch.empty(256 * 1024, device="npu")  # 1 MiB
+        y = x + 1
+        del y
+    # Allocations inside an op count for the op; the free of y, outside any
+    # op, is a "[memory]" row of its own.
+    cpu = torch._C._autograd.DeviceType.CPU
+    rows = {r.key: r for r in p.key_averages() if r.device_type == cpu}  # not the kernel rows
+    assert rows["aten::empty"].self_device_memory_usage == 1 << 20
+    assert rows["aten::add"].device_memory_usage == 1 << 20
+    assert rows["[memory]"].device_memory_usage == -(1 << 20)
+    assert all(r.cpu_memory_usage == 0 for r in rows.values() if r.key != "[memory]")
+    table = p.key_averages().table(sort_by="self_device_memory_usage", row_limit=5)
+    assert "Self NPU Mem" in table, table
+    del x
+
+
+def test_profile_memory_feeds_the_memory_profiler_and_viz():
+    from torch.cuda._memory_viz import _profile_to_snapshot, profile_plot
+    with torch.profiler.profile(activities=_ACTIVITIES, profile_memory=True, record_shapes=True,
+                                with_stack=True) as p:
+        x = torch.rand(128, 128, device="npu")
+        x * x + x * x
+    html = profile_plot(p)
+    snapshot = _profile_to_snapshot(p)
+    frames = json.dumps(snapshot)
+    assert "test_profiler.py" in frames and "category" in frames
+    npu_allocs = [t for trace in snapshot["device_traces"] for t in trace
+                  if t["action"] == "alloc" and t["size"] == 128 * 128 * 4]
+    assert npu_allocs, snapshot["device_traces"]
+    assert "<html" in html.lower()
+    del x
+
+
+def test_profile_memory_off_reports_nothing():
+    # Without profile_memory, and outside any profile, no memory event.
+    with torch.profiler.profile(activities=_ACTIVITIES) as p:
+        x = torch.empty(1024, device="npu")
+        del x
+    assert all(r.device_memory_usage == 0 for r in p.key_averages())
+    assert "[memory]" not in {r.key for r in p.key_averages()}
 
 
 def test_legacy_profiler_use_device_npu(run_py):

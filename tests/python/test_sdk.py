@@ -44,7 +44,8 @@ def test_npu_extension_adds_package_paths_and_libraries():
     assert ext.language == "c++"
     for header in ("torch_npu/csrc/core/npu/NPUStream.h", "torch_npu/csrc/core/npu/NPUEvent.h",
                    "torch_npu/csrc/core/npu/NPUGraph.h", "torch_npu/csrc/core/npu/NPUCachingAllocator.h",
-                   "torch_npu/csrc/core/npu/NPUFunctions.h", "npurt/npurt.h",
+                   "torch_npu/csrc/core/npu/NPUFunctions.h", "torch_npu/csrc/core/npu/NPUGraphsUtils.h",
+                   "npurt/npurt.h",
                    "third_party/acl/inc/acl/acl.h", "third_party/acl/inc/acl/acl_rt.h"):
         assert os.path.isfile(os.path.join(include, header)), header
 

@@ -7,6 +7,7 @@
 
 #include "api_common.h"
 #include "graph/capture.h"
+#include "npurt/npurt_stream_idle.h"
 
 using namespace npurt::internal;
 
@@ -103,6 +104,23 @@ npuError_t npuStreamQuery(npuStream_t handle) {
     if (stream->takeFailure(message)) return fail(npuErrorLaunchFailure, kFn, message);
     if (!idle) return fail(npuErrorNotReady, kFn, "work is queued or running");
     if (racecheck::enabled()) [[unlikely]]
+      racecheck::hostSawStream(*stream);  // Note [Happens-before model]
+    return npuSuccess;
+  });
+}
+
+npuError_t npuStreamIsIdle(npuStream_t handle, int* idle) {
+  constexpr const char* kFn = "npuStreamIsIdle";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (idle == nullptr) return nullArgument(kFn, "idle");
+    Stream* stream = findStreamCached(rt, handle);
+    if (stream == nullptr) return invalidStream(kFn, handle);
+    // Idle first, as in npuStreamQuery: a failure is recorded before its
+    // task is popped, so a stream seen idle has its failures visible below.
+    const bool empty = stream->idle();
+    std::string message;
+    *idle = (empty && !stream->capturing() && !stream->peekFailure(message)) ? 1 : 0;
+    if (*idle != 0 && racecheck::enabled()) [[unlikely]]
       racecheck::hostSawStream(*stream);  // Note [Happens-before model]
     return npuSuccess;
   });

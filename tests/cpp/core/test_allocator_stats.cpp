@@ -136,7 +136,8 @@ TEST_F(AllocatorStatsTest, BadConfigurationsNameTheValue) {
   auto message = [](const std::string& conf) {
     try {
       (void)alloc::parseAllocatorConfig(conf);
-    } catch (const c10::ValueError& e) {
+    } catch (const c10::Error& e) {  // RuntimeError in Python, as torch_npu's parser
+      EXPECT_EQ(dynamic_cast<const c10::ValueError*>(&e), nullptr);
       return std::string(e.what_without_backtrace());
     }
     return std::string("no error");
@@ -148,13 +149,27 @@ TEST_F(AllocatorStatsTest, BadConfigurationsNameTheValue) {
   EXPECT_NE(message("expandable_segments:maybe").find("'maybe'"), std::string::npos);
   EXPECT_NE(message("bogus_key:1").find("Unrecognized key 'bogus_key'"), std::string::npos);
   EXPECT_NE(message("max_split_size_mb").find("'max_split_size_mb'"), std::string::npos);
+  EXPECT_NE(message("large_segment_size_mb:10").find("must be > 10 MB"), std::string::npos);
+  EXPECT_NE(message("segment_size_mb:600").find("must be [20, 512]"), std::string::npos);
+  EXPECT_NE(message("segment_size_mb:x").find("segment_size_mb is invalid"), std::string::npos);
   const alloc::AllocatorConfig c =
       alloc::parseAllocatorConfig(" max_split_size_mb:64 , garbage_collection_threshold:0.5,");
   EXPECT_EQ(c.maxSplitSize, size_t{64} << 20);
   EXPECT_DOUBLE_EQ(c.garbageCollectionThreshold, 0.5);
+  // Page sizes: large_segment_size_mb wins over segment_size_mb; rounded to 2 MiB.
+  EXPECT_EQ(alloc::parseAllocatorConfig("").expandableLargePageSize(), size_t{20} << 20);
+  EXPECT_EQ(alloc::parseAllocatorConfig("segment_size_mb:128").expandableLargePageSize(),
+            size_t{128} << 20);
+  EXPECT_EQ(alloc::parseAllocatorConfig("segment_size_mb:128,large_segment_size_mb:64")
+                .expandableLargePageSize(),
+            size_t{64} << 20);
+  EXPECT_EQ(alloc::parseAllocatorConfig("large_segment_size_mb:11").expandableLargePageSize(),
+            size_t{12} << 20);
+  EXPECT_EQ(alloc::parseAllocatorConfig("large_segment_size_mb:11").largeSegmentSize,
+            size_t{11} << 20);
   // A bad setting leaves the configuration in force unchanged.
   alloc::setAllocatorSettings("max_split_size_mb:64");
-  EXPECT_THROW(alloc::setAllocatorSettings("max_split_size_mb:64,bogus:1"), c10::ValueError);
+  EXPECT_THROW(alloc::setAllocatorSettings("max_split_size_mb:64,bogus:1"), c10::Error);
   EXPECT_EQ(alloc::allocatorConfig().maxSplitSize, size_t{64} << 20);
 }
 

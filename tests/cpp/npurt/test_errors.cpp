@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "npurt/npurt_stream_idle.h"
 
 namespace npurt_test {
 namespace {
@@ -86,6 +87,7 @@ class ErrorsTest : public NpurtTest {
     uint64_t id = 0;
     EXPECT_NPU(bad, npuStreamQuery(s));
     EXPECT_NPU(bad, npuStreamPeekAtLastError(s));
+    EXPECT_NPU(bad, npuStreamIsIdle(s, &i));
     EXPECT_NPU(bad, npuStreamSynchronize(s));
     EXPECT_NPU(bad, npuStreamSynchronizeWithTimeout(s, 1000));
     EXPECT_NPU(bad, npuStreamGetDevice(s, &i));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "npurt/npurt_stream_idle.h"
 
 namespace npurt_test {
 namespace {
@@ -336,6 +337,20 @@ TEST_F(FailureTest, PeekSeesTheFailureWithoutReportingIt) {
   EXPECT_NPU(npuErrorLaunchFailure, npuStreamSynchronize(s.get())) << "peek did not report it";
   EXPECT_NPU_OK(npuStreamPeekAtLastError(s.get())) << "reported: nothing left to peek at";
   EXPECT_NPU_OK(npuStreamSynchronize(s.get()));
+}
+
+TEST_F(FailureTest, IsIdleSaysNoForAHeldFailureAndLeavesItHeld) {
+  auto s = makeStream();
+  Probe failing;
+  failing.error = "held";
+  ASSERT_NPU_OK(launchProbe(s.get(), "fails", &failing));
+  drainWithoutReporting(s.get());
+  int idle = -1;
+  ASSERT_NPU_OK(npuStreamIsIdle(s.get(), &idle));
+  EXPECT_EQ(idle, 0) << "a stream holding a failure is not idle for an allocator";
+  EXPECT_NPU(npuErrorLaunchFailure, npuStreamSynchronize(s.get())) << "still reported once";
+  ASSERT_NPU_OK(npuStreamIsIdle(s.get(), &idle));
+  EXPECT_EQ(idle, 1);
 }
 
 TEST_F(FailureTest, PeekIsSuccessWhileWorkIsQueued) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "test_graph_util.h"
+#include "npurt/npurt_stream_idle.h"
 
 namespace npurt_test {
 namespace {
@@ -45,6 +46,19 @@ TEST_F(GraphCaptureTest, SynchronizeOfACapturingStreamFailsAndInvalidates) {
   EXPECT_EQ(released.load(), 1);  // the invalidated capture let go of its task
   expectInvalidatedAndRecover(s.get());
   EXPECT_FALSE(ran.load());  // no half graph ran
+}
+
+TEST_F(GraphCaptureTest, ACapturingStreamIsNotIdleAndIsIdleLeavesTheCaptureIntact) {
+  auto s = makeStream();
+  ASSERT_NPU_OK(npuStreamBeginCapture(s.get(), npuStreamCaptureModeRelaxed));
+  int idle = -1;
+  ASSERT_NPU_OK(npuStreamIsIdle(s.get(), &idle));
+  EXPECT_EQ(idle, 0) << "its work is recorded, not run";
+  npuGraph_t graph = nullptr;
+  ASSERT_NPU_OK(npuStreamEndCapture(s.get(), &graph)) << "the capture was not invalidated";
+  ASSERT_NPU_OK(npuGraphDestroy(graph));
+  ASSERT_NPU_OK(npuStreamIsIdle(s.get(), &idle));
+  EXPECT_EQ(idle, 1);
 }
 
 TEST_F(GraphCaptureTest, QueryAndTimedSynchronizeOfACapturingStreamFail) {

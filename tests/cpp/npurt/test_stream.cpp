@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "npurt/npurt_stream_idle.h"
 
 namespace npurt_test {
 namespace {
@@ -166,6 +167,33 @@ TEST_F(StreamTest, QueryIsNotReadyWhileParkedOnAnEvent) {
   gate.open();
   ASSERT_NPU_OK(npuStreamSynchronize(consumer.get()));
   EXPECT_NPU_OK(npuStreamQuery(consumer.get()));
+}
+
+TEST_F(StreamTest, IsIdleFollowsQueuedAndRunningWork) {
+  auto s = makeStream();
+  int idle = -1;
+  ASSERT_NPU_OK(npuStreamIsIdle(s.get(), &idle));
+  EXPECT_EQ(idle, 1) << "a new stream is idle";
+  ScopedGate gate;
+  ASSERT_NPU_OK(gate.launchBlocker(s.get()));
+  ASSERT_NPU_OK(npurt::launch(s.get(), "queued", [] {}));
+  ASSERT_NPU_OK(npuStreamIsIdle(s.get(), &idle));
+  EXPECT_EQ(idle, 0) << "queued work";
+  gate.open();
+  ASSERT_NPU_OK(npuStreamSynchronize(s.get()));
+  ASSERT_NPU_OK(npuStreamIsIdle(s.get(), &idle));
+  EXPECT_EQ(idle, 1);
+}
+
+TEST_F(StreamTest, IsIdleRefusesBadArguments) {
+  auto s = makeStream();
+  EXPECT_NPU(npuErrorInvalidValue, npuStreamIsIdle(s.get(), nullptr));
+  int idle = -1;
+  npuStream_t gone = nullptr;
+  ASSERT_NPU_OK(npuStreamCreate(&gone));
+  ASSERT_NPU_OK(npuStreamDestroy(gone));
+  EXPECT_NPU(npuErrorInvalidResourceHandle, npuStreamIsIdle(gone, &idle));
+  EXPECT_EQ(idle, -1);
 }
 
 TEST_F(StreamTest, SynchronizeWaitsForTheLastTaskToFinish) {

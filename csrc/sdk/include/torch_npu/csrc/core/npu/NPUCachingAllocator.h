@@ -3,5 +3,7 @@
 // Shipped in the package's include/ (csrc/sdk).
 #pragma once
 
+#include "torch_npu/csrc/core/npu/NPUGraphsUtils.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
+#include "core/NPUBaseAllocation.h"
 #include "core/NPUCachingAllocator.h"
