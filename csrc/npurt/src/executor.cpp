@@ -40,7 +40,18 @@ void Executor::start() {
   if (stopping_.load(std::memory_order_relaxed)) return;  // shut down already
   threads_.reserve(static_cast<size_t>(cores_));
   try {
-    for (int i = 0; i < cores_; ++i) threads_.emplace_back([this, i] { workerLoop(i); });
+    for (int i = 0; i < cores_; ++i) {
+      threads_.emplace_back([this, i] { workerLoop(i); });
+#if defined(__linux__)
+      // "npurt d<device> w<worker>", for top -H, perf and debuggers (Linux
+      // allows 15 characters; a longer name is cut, which is harmless).
+      // Named here, not by the worker itself, so that the name is there as
+      // soon as the runtime is, even for a worker not yet scheduled.
+      char name[16];
+      std::snprintf(name, sizeof name, "npurt d%d w%d", device_, i);
+      (void)pthread_setname_np(threads_.back().native_handle(), name);
+#endif
+    }
   } catch (...) {
     // Exception-safe start (Note [Executor thread start]): stop and join
     // what started, leave the executor startable again, rethrow.
@@ -164,13 +175,6 @@ bool Executor::ranByAbandonedWorker(const Stream* stream) noexcept {
 }
 
 void Executor::workerLoop(int self) noexcept {
-#if defined(__linux__)
-  // "npurt d<device> w<worker>", for top -H, perf and debuggers (Linux
-  // allows 15 characters; a longer name is cut, which is harmless).
-  char name[16];
-  std::snprintf(name, sizeof name, "npurt d%d w%d", device_, self);
-  (void)pthread_setname_np(pthread_self(), name);
-#endif
   while (std::shared_ptr<Stream> stream = takeReady(self)) {
     utilization_.beginBusy(self, nowNs());  // Note [Device utilization]
     runStream(std::move(stream), self);
