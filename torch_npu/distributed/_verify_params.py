@@ -50,19 +50,22 @@ def _verify_params_across_processes(
     for p in params:
         description += [*p.shape, *p.stride()]
     header = torch.tensor([len(params), len(description)], dtype=torch.long, device=device)
-    process_group.broadcast([header], 0).wait()
+    process_group.broadcast(header, 0).wait()
     count, length = header.tolist()
+    # Both broadcasts happen on every rank before any check raises, so a rank
+    # that fails leaves no peer waiting in a collective.
+    reference = torch.tensor(description, dtype=torch.long, device=device)
+    if length != len(description):
+        reference = torch.empty(length, dtype=torch.long, device=device)  # the shapes differ
+    if length:  # every rank knows rank 0's length: all skip an empty broadcast alike
+        process_group.broadcast(reference, 0).wait()
+    reference = reference.tolist()
     if count != len(params):
         _fail(
             f"DDP expects same model across all ranks, but Rank {process_group.rank()} has "
             f"{len(params)} params, while rank 0 has inconsistent {count} params.",
             logger,
         )
-    reference = torch.tensor(description, dtype=torch.long, device=device)
-    if length != len(description):
-        reference = torch.empty(length, dtype=torch.long, device=device)  # the shapes differ
-    process_group.broadcast([reference], 0).wait()
-    reference = reference.tolist()
     at = 0
     for i, p in enumerate(params):
         for what, values in (("sizes", list(p.shape)), ("strides", list(p.stride()))):
