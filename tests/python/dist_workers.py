@@ -419,20 +419,18 @@ def check_npu_c10d_functions(rank: int, world: int) -> None:
     npu_c10d_verify = torch_npu.distributed._verify_params_across_processes
     npu_c10d_verify(pg, same)
     # Rank 1 differs from rank 0: it raises, rank 0 (the reference) does not.
-    shapes = [torch.ones(4, 2, device=dev), torch.ones(3 + rank, device=dev)]
-    if rank == 1:
-        _expect_raises(lambda: npu_c10d_verify(pg, shapes),
-                       "params[1] in this process with sizes [4] appears not to match sizes of the "
-                       "same param in process 0")
-    else:
-        npu_c10d_verify(pg, shapes)
-    counts = same[: 1 + rank]
-    if rank == 1:
-        _expect_raises(lambda: npu_c10d_verify(pg, counts),
-                       "DDP expects same model across all ranks, but Rank 1 has 2 params, while "
-                       "rank 0 has inconsistent 1 params.")
-    else:
-        npu_c10d_verify(pg, counts)
+    for params, message in (
+        ([torch.ones(4, 2, device=dev), torch.ones(3 + rank, device=dev)],
+         "params[1] in this process with sizes [4] appears not to match sizes of the same param "
+         "in process 0"),
+        (same[: 1 + rank],
+         "DDP expects same model across all ranks, but Rank 1 has 2 params, while rank 0 has "
+         "inconsistent 1 params."),
+    ):
+        if rank == 1:
+            _expect_raises(lambda: npu_c10d_verify(pg, params), message)
+        else:
+            npu_c10d_verify(pg, params)
     assert npu_c10d.is_hccl_available()
 
 

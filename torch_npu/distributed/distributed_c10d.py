@@ -8,7 +8,7 @@ to PyTorch's function unchanged.
 
 import logging
 from datetime import timedelta
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -45,6 +45,17 @@ def _hccl_backend(group: Optional[ProcessGroup]) -> Optional[ProcessGroupHCCL]:
     # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps backends in a checking wrapper.
     backend = getattr(backend, "wrapped_pg", backend)
     return backend if isinstance(backend, ProcessGroupHCCL) else None
+
+
+def _group_and_root(
+    group: Optional[ProcessGroup], dst: Optional[int], group_dst: Optional[int]
+) -> Tuple[ProcessGroup, int]:
+    r"""The group (None: the default one) and the group rank of the root given
+    as a global rank (``dst``, default 0) or a group rank (``group_dst``)."""
+    pg = group if group is not None and group is not _c10d.GroupMember.WORLD else _c10d._get_default_group()
+    if dst is None and group_dst is None:
+        dst = 0
+    return pg, _c10d._canonicalize_group_rank(pg, dst, group_dst, return_global=False)
 
 
 def is_hccl_available() -> bool:
@@ -109,10 +120,7 @@ def _gather(
     if _c10d._rank_not_in_group(group):
         _c10d._warn_not_in_group("gather")
         return None
-    pg = group if group is not None and group is not _c10d.GroupMember.WORLD else _c10d._get_default_group()
-    if dst is None and group_dst is None:
-        dst = 0
-    group_dst = _c10d._canonicalize_group_rank(pg, dst, group_dst, return_global=False)
+    pg, group_dst = _group_and_root(group, dst, group_dst)
     _c10d._validate_output_list_for_rank(pg.rank(), group_dst, gather_list)
     opts = dist.GatherOptions()
     opts.rootRank = group_dst
@@ -140,10 +148,7 @@ def _gather_object(
     if _c10d._rank_not_in_group(group):
         _c10d._warn_not_in_group("gather_object")
         return None
-    pg = group if group is not None and group is not _c10d.GroupMember.WORLD else _c10d._get_default_group()
-    if dst is None and group_dst is None:
-        dst = 0
-    group_dst = _c10d._canonicalize_group_rank(pg, dst, group_dst, return_global=False)
+    pg, group_dst = _group_and_root(group, dst, group_dst)
     rank, size = pg.rank(), pg.size()
     _c10d._validate_output_list_for_rank(rank, group_dst, object_gather_list)
     device = torch.device("npu", torch.npu.current_device())
