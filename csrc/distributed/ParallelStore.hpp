@@ -38,7 +38,7 @@ class ParallelStore : public c10d::TCPStore {
   // Starts the server (isServer) and connects; waits for the other agents
   // when waitWorkers (Note [ParallelStore arguments]). Throws c10::Error on
   // bad arguments and c10d's DistNetworkError when it cannot connect within
-  // the timeout.
+  // the timeout. The Store operations are TCPStore's: thread-safe.
   explicit ParallelStore(const ParallelStoreOptions& options);
 
   // The arguments it was built with. Thread-safe (immutable).

@@ -53,7 +53,10 @@ namespace c10d_npu {
 class ProcessGroupHCCL : public c10d::Backend {
  public:
   // torch_npu's options of an hccl group, with its field names and defaults.
-  // See Note [ProcessGroupHCCL options on the simulator] (ProcessGroupHCCL.cpp).
+  // See Note [ProcessGroupHCCL options on the simulator]
+  // (ProcessGroupHCCLOptions.cpp). Plain data, not thread-safe: filled in
+  // before the group is built; afterwards the group alone writes `timeout`
+  // (setTimeout, under its lock).
   struct Options : c10d::Backend::Options {
     explicit Options(bool isHighPriorityStream = false);
 

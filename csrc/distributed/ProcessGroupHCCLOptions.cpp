@@ -28,6 +28,9 @@
 // set on the transport at once, and the reset happens at the first
 // collective called after that first one completed: collectives called
 // before the reset were called inside the window and keep the extension.
+// Setting the transport's timeout while earlier collectives still run in
+// gloo is what ProcessGroupGloo::setTimeout is for (torch.distributed calls
+// it the same way); it affects the collectives issued after it.
 #include "distributed/ProcessGroupHCCL.hpp"
 
 #include <c10/util/Exception.h>
