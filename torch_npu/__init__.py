@@ -40,6 +40,9 @@ torch.utils.generate_methods_for_privateuse1_backend(
 
 from . import profiler  # noqa: E402
 from . import distributed  # noqa: E402  (registers torch.distributed's "hccl" backend)
+# torch_npu's top level has these (not in __all__); _ShardedGradScaler is
+# loaded on first use by __getattr__ below: it imports FSDP.
+from ._C._distributed_c10d import ParallelStore  # noqa: E402,F401
 from .utils import _dynamo  # noqa: E402
 
 # Dynamo's npu interface and stream tracing, set up when torch._dynamo is
@@ -73,6 +76,17 @@ def erase_stream(tensor, stream):  # type: (torch.Tensor, npu.Stream) -> None
         raise TypeError(f"erase_stream expects a torch_npu.npu.Stream, but got {type(stream).__name__}")
     _C._npu_checkStreamArg(stream, "erase_stream")  # e.g. a cpu stream: named as such
     _C._npu_eraseStream(tensor, stream.stream_id, stream.device_index, stream.device_type)
+
+
+def __getattr__(name: str) -> object:
+    r"""torch_npu's ``_ShardedGradScaler`` at the top level, imported when first
+    used (``torch_npu.npu.amp.sharded_grad_scaler`` imports FSDP, over a second)."""
+    if name == "_ShardedGradScaler":
+        from .npu.amp.sharded_grad_scaler import _ShardedGradScaler
+
+        globals()[name] = _ShardedGradScaler
+        return _ShardedGradScaler
+    raise AttributeError(f"module 'torch_npu' has no attribute {name!r}")
 
 
 def _enable_sanitizer_if_needed() -> None:

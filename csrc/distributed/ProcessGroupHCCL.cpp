@@ -71,8 +71,14 @@ void checkTensor(const char* op, const at::Tensor& t) {
 
 }  // namespace
 
-ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size)
-    : Backend(rank, size), gloo_(std::move(gloo)) {
+ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                   c10::intrusive_ptr<Options> options,
+                                   c10::intrusive_ptr<c10d::Backend> transport)
+    : Backend(rank, size),
+      store_(std::move(store)),
+      options_(options ? std::move(options) : c10::make_intrusive<Options>()),
+      gloo_(std::move(transport)) {
+  TORCH_CHECK(store_, "ProcessGroupHCCL: expected a store, but got None");
   TORCH_CHECK(gloo_, "ProcessGroupHCCL: expected a transport backend, but got None");
   TORCH_CHECK(gloo_->getRank() == rank && gloo_->getSize() == size,
               "ProcessGroupHCCL: the transport has rank ", gloo_->getRank(), " of ",
@@ -85,16 +91,6 @@ ProcessGroupHCCL::~ProcessGroupHCCL() = default;
 std::optional<c10_npu::NPUStream> ProcessGroupHCCL::commStream() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return commStream_;
-}
-
-void ProcessGroupHCCL::setTimeout(std::chrono::milliseconds timeout) {
-  gloo_->setTimeout(timeout);
-}
-
-void ProcessGroupHCCL::setSequenceNumberForGroup() { gloo_->setSequenceNumberForGroup(); }
-
-uint64_t ProcessGroupHCCL::getSequenceNumberForGroup() {
-  return gloo_->getSequenceNumberForGroup();
 }
 
 void ProcessGroupHCCL::startCoalescing() {
@@ -115,6 +111,45 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::endCoalescing() {
   return c10::make_intrusive<CoalescedWorkHCCL>(getRank(), std::move(works));
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::batchIsendIrecv(
+    const std::vector<std::string>& opTypes, std::vector<at::Tensor>& tensors,
+    const std::vector<int64_t>& remoteRanks) {
+  TORCH_CHECK(!tensors.empty(), "ProcessGroupHCCL::batch_isend_irecv: expected at least one "
+              "operation, but got none");
+  TORCH_CHECK(opTypes.size() == tensors.size() && remoteRanks.size() == tensors.size(),
+              "ProcessGroupHCCL::batch_isend_irecv: expected as many operation types and remote "
+              "ranks as tensors, but got ", opTypes.size(), " types, ", remoteRanks.size(),
+              " ranks and ", tensors.size(), " tensors");
+  // Everything is checked before the first operation is queued: a block
+  // refused half-way would leave its first operations waiting for peers.
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TORCH_CHECK(opTypes[i] == "isend" || opTypes[i] == "irecv", "ProcessGroupHCCL::"
+                "batch_isend_irecv: expected operation types \"isend\" or \"irecv\", but got \"",
+                opTypes[i], "\" at index ", i);
+    TORCH_CHECK(remoteRanks[i] >= 0 && remoteRanks[i] < getSize() && remoteRanks[i] != getRank(),
+                "ProcessGroupHCCL::batch_isend_irecv: expected remote ranks in [0, ", getSize(),
+                ") other than this rank (", getRank(), "), but got ", remoteRanks[i],
+                " at index ", i);
+    checkTensor("batch_isend_irecv", tensors[i]);
+  }
+  startCoalescing();
+  try {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      std::vector<at::Tensor> one{tensors[i]};
+      const int peer = static_cast<int>(remoteRanks[i]);
+      if (opTypes[i] == "isend") {
+        send(one, peer, /*tag=*/0);
+      } else {
+        recv(one, peer, /*tag=*/0);
+      }
+    }
+  } catch (...) {
+    endCoalescing();  // what was queued completes; the block is closed
+    throw;
+  }
+  return endCoalescing();
+}
+
 c10::DeviceIndex ProcessGroupHCCL::bindDevice(const Call& call) {
   std::optional<c10::DeviceIndex> device = call.device;
   for (const auto* list : {&call.inputs, &call.outputs}) {
@@ -127,8 +162,9 @@ c10::DeviceIndex ProcessGroupHCCL::bindDevice(const Call& call) {
   }
   if (!device) device = commStream_ ? commStream_->device_index() : c10_npu::current_device();
   if (!commStream_) {
-    // torch_npu takes its HCCL streams from the high-priority pool.
-    commStream_ = c10_npu::getStreamFromPool(/*isHighPriority=*/true, *device);
+    // Pool streams, as torch_npu's; the priority is the option's. See Note
+    // [ProcessGroupHCCL options on the simulator].
+    commStream_ = c10_npu::getStreamFromPool(options_->is_high_priority_stream, *device);
   }
   TORCH_CHECK(commStream_->device_index() == *device, "ProcessGroupHCCL::", call.name,
               ": this group drives npu:", commStream_->device_index(),
@@ -143,7 +179,7 @@ c10_npu::NPUStream ProcessGroupHCCL::streamFor(const Call& call) {
   auto it = p2pStreams_.find(key);
   if (it == p2pStreams_.end()) {
     it = p2pStreams_
-             .emplace(key, c10_npu::getStreamFromPool(/*isHighPriority=*/true,
+             .emplace(key, c10_npu::getStreamFromPool(options_->is_high_priority_stream,
                                                       commStream_->device_index()))
              .first;
   }
@@ -199,6 +235,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Call call) {
               "simulator's hccl backend runs collectives through a host thread; issue it "
               "outside the capture");
   auto state = std::make_shared<CollectiveState>(call.name);
+  updateEphemeralTimeout(state);
+  ++seq_;
   auto work = c10::make_intrusive<WorkHCCL>(getRank(), call.type, call.name, device, call.outputs,
                                             state, call.blocking);
   CommItem item;

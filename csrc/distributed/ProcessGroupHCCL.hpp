@@ -23,16 +23,24 @@
 // torch_npu's groups bind theirs); every public function is thread-safe, and
 // collectives called from several threads are issued in the order their calls
 // took the group's lock.
+//
+// Options (torch_npu's ProcessGroupHCCL::Options) and what each means here:
+// Note [ProcessGroupHCCL options on the simulator].
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "core/NPUEvent.h"
@@ -44,22 +52,77 @@ namespace c10d_npu {
 
 class ProcessGroupHCCL : public c10d::Backend {
  public:
-  // `gloo`: the transport, a ProcessGroupGloo of the same rank and size.
-  ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size);
+  // torch_npu's options of an hccl group, with its field names and defaults.
+  // See Note [ProcessGroupHCCL options on the simulator]
+  // (ProcessGroupHCCLOptions.cpp). Plain data, not thread-safe: filled in
+  // before the group is built; afterwards the group alone writes `timeout`
+  // (setTimeout, under its lock).
+  struct Options : c10d::Backend::Options {
+    explicit Options(bool isHighPriorityStream = false);
+
+    // torch_npu's HCCL communicator settings ("hccl_buffer_size", ...):
+    // recorded, without effect (there is no HCCL communicator).
+    std::unordered_map<std::string, std::variant<uint32_t, uint64_t, int32_t, std::string>>
+        hccl_config;
+    // torch_npu's per-operation timeout of its watchdog: recorded.
+    std::chrono::milliseconds opTimeout;
+    // Collectives run on a high-priority pool stream (else a normal one).
+    bool is_high_priority_stream;
+    // Set by the creator that torch.distributed calls: recorded.
+    std::vector<uint32_t> global_ranks_in_group;
+    std::string group_id;
+  };
+
+  // torch_npu's 10 s default of Options::opTimeout.
+  static constexpr std::chrono::milliseconds kOpTimeout{10 * 1000};
+
+  // `transport`: a ProcessGroupGloo of the same rank and size, built over
+  // `store` with options->timeout (the binding builds it: the wheel has no
+  // gloo headers). `options` may be null: Options() then.
+  ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                   c10::intrusive_ptr<Options> options,
+                   c10::intrusive_ptr<c10d::Backend> transport);
   ~ProcessGroupHCCL() override;
 
   const std::string getBackendName() const override { return "hccl"; }
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
+  c10::intrusive_ptr<Options> getOptions() const { return options_; }
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // Sets options->timeout and the transport's; collectives issued from now on
+  // use it.
   void setTimeout(std::chrono::milliseconds timeout) override;
+  // Extends the timeout of the collectives called from now until the first
+  // of them completed (torch_npu's and ProcessGroupNCCL's contract). Note
+  // [Ephemeral timeout].
+  void addEphemeralTimeout(std::chrono::milliseconds timeout);
+  // Sequence numbers count the collectives called on the group, from 0 (as
+  // ProcessGroupNCCL's and torch_npu's, which also start at 0 on every rank).
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
 
+  // The store the group was built over (the prefix store torch.distributed
+  // gave it).
+  c10::intrusive_ptr<c10d::Store> store() const { return store_; }
   // The transport (for tests and for the CPU side of benchmarks).
-  c10::intrusive_ptr<c10d::Backend> transport() const { return gloo_; }
+  c10::intrusive_ptr<c10d::Backend> transport() const;
+  // Replaces the transport (reinit_process_group: torch_npu rebuilds its HCCL
+  // communicators there). Collectives called before keep the old transport;
+  // later ones use `transport`, which must have this group's rank and size.
+  void setTransport(c10::intrusive_ptr<c10d::Backend> transport);
+  // How many times setTransport was called (for naming the new transport's
+  // store prefix).
+  int transportGeneration() const;
   // The communication stream, once a collective bound the group to a device.
   std::optional<c10_npu::NPUStream> commStream() const;
+
+  // torch_npu's batch_isend_irecv: `opTypes[i]` ("isend" or "irecv") of
+  // `tensors[i]` with group rank `remoteRanks[i]`, all in one coalesced
+  // block; the one Work covers every operation.
+  c10::intrusive_ptr<c10d::Work> batchIsendIrecv(const std::vector<std::string>& opTypes,
+                                                 std::vector<at::Tensor>& tensors,
+                                                 const std::vector<int64_t>& remoteRanks);
 
   // The collectives. Same contract as c10d::Backend's; see the class comment.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -150,8 +213,18 @@ class ProcessGroupHCCL : public c10d::Backend {
                                           const std::shared_ptr<CollectiveState>& state,
                                           WorkHCCL& work);
 
-  const c10::intrusive_ptr<c10d::Backend> gloo_;
+  // Applies the ephemeral timeout's reset once its first collective
+  // completed. Caller holds mutex_. Note [Ephemeral timeout].
+  void updateEphemeralTimeout(const std::shared_ptr<CollectiveState>& state);
+
+  const c10::intrusive_ptr<c10d::Store> store_;
+  const c10::intrusive_ptr<Options> options_;
   mutable std::mutex mutex_;                      // orders collectives; guards the fields below
+  c10::intrusive_ptr<c10d::Backend> gloo_;        // the transport
+  int transportGeneration_ = 0;
+  uint64_t seq_ = 0;                              // collectives called
+  std::chrono::milliseconds ephemeral_{0};        // Note [Ephemeral timeout]
+  std::shared_ptr<CollectiveState> ephemeralFirst_;  // its first collective
   std::optional<c10_npu::NPUStream> commStream_;  // set with the device, on first use
   // Point-to-point streams by (peer, sends). See Note [Collectives run on a
   // communication thread].

@@ -284,6 +284,12 @@ def check_gloo_failure(rank: int) -> None:
         _expect_raises(torch.npu.synchronize, "ProcessGroupHCCL::allreduce failed")
         torch.npu.synchronize()  # reported once
     dist.barrier()
+    # reinit_process_group gives the group a new transport: the ranks, out of
+    # step on the old one (rank 1 never joined), agree again.
+    assert dist.reinit_process_group(group) is group
+    y = torch.full((4,), float(rank + 1), device=dev)
+    dist.all_reduce(y, group=group)
+    _close(y, torch.full((4,), 3.0), "all_reduce after reinit_process_group")
 
 
 def _mlp() -> torch.nn.Sequential:
@@ -329,8 +335,9 @@ def check_ddp(rank: int, world: int) -> None:
 
 
 def check_fsdp2(rank: int, world: int) -> None:
-    """FSDP2 (fully_shard) on npu matches single-process full-batch training."""
-    from torch.distributed.fsdp import fully_shard
+    """FSDP2 (torch_npu.distributed.fsdp.fully_shard) on npu matches
+    single-process full-batch training."""
+    from torch_npu.distributed.fsdp import fully_shard
 
     def shard(model: torch.nn.Module) -> torch.nn.Module:
         for layer in (model[0], model[2]):
@@ -419,6 +426,8 @@ def run_semantics(rank: int, world: int, store_path: str) -> None:
     check_ddp(rank, world)
     check_fsdp2(rank, world)
     check_sync_batchnorm(rank, world)
+    check_npu_c10d_functions(rank, world)
+    check_ephemeral_timeout(rank)
     check_gloo_failure(rank)
     dist.destroy_process_group()
     check_mixed_backends(rank, world, store_path + ".mixed")
@@ -433,3 +442,88 @@ def check_mixed_backends(rank: int, world: int, store_path: str) -> None:
     dist.all_reduce(n)
     assert c.tolist() == [3.0, 3.0] and n.cpu().tolist() == [3.0, 3.0], (c, n.cpu())
     dist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------
+# torch_npu's versions of torch.distributed functions (2 ranks)
+# --------------------------------------------------------------------------
+
+
+def check_npu_c10d_functions(rank: int, world: int) -> None:
+    """batch_isend_irecv, gather, gather_object, sequence numbers and DDP's
+    parameter check, as torch_npu.distributed installs them."""
+    import torch_npu.distributed.distributed_c10d as npu_c10d
+
+    dev = torch.device("npu", rank)
+    peer = 1 - rank
+    # One request for the block, through the backend's batch_isend_irecv.
+    got = torch.full((3,), -1.0, device=dev)
+    ops = [dist.P2POp(dist.irecv, got, peer), dist.P2POp(dist.isend, torch.full((3,), rank + 1.0, device=dev), peer)]
+    reqs = dist.batch_isend_irecv(ops)
+    assert len(reqs) == 1, reqs
+    reqs[0].wait()
+    _close(got, torch.full((3,), peer + 1.0), "batch_isend_irecv")
+    _expect_raises(lambda: dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(2, device=dev), peer),
+                                                   dist.P2POp(dist.irecv, torch.ones(2), peer)]),
+                   "No backend type associated with device type cpu")
+
+    out = [torch.empty(2, device=dev) for _ in range(world)] if rank == 1 else None
+    work = dist.gather(torch.full((2,), 10.0 + rank, device=dev), out, dst=1, async_op=True)
+    work.wait()
+    if rank == 1:
+        for i, o in enumerate(out):
+            _close(o, torch.full((2,), 10.0 + i), "gather to rank 1")
+    objs = [None] * world if rank == 0 else None
+    dist.gather_object({"rank": rank, "pad": "x" * (50 * rank)}, objs, dst=0)  # sizes differ
+    if rank == 0:
+        assert objs == [{"rank": i, "pad": "x" * (50 * i)} for i in range(world)], objs
+
+    pg = dist.distributed_c10d._get_default_group()
+    seq = pg._get_sequence_number_for_group()
+    dist.all_reduce(torch.ones(1, device=dev))
+    assert pg._get_sequence_number_for_group() == seq + 1
+    seqs: List[object] = [None] * world
+    dist.all_gather_object(seqs, seq)
+    assert seqs == [seq] * world, f"sequence numbers differ across ranks: {seqs}"
+
+    same = [torch.ones(4, 2, device=dev), torch.ones(3, device=dev)]
+    npu_c10d_verify = torch_npu.distributed._verify_params_across_processes
+    npu_c10d_verify(pg, same)
+    # Rank 1 differs from rank 0: it raises, rank 0 (the reference) does not.
+    for params, message in (
+        ([torch.ones(4, 2, device=dev), torch.ones(3 + rank, device=dev)],
+         "params[1] in this process with sizes [4] appears not to match sizes of the same param "
+         "in process 0"),
+        (same[: 1 + rank],
+         "DDP expects same model across all ranks, but Rank 1 has 2 params, while rank 0 has "
+         "inconsistent 1 params."),
+    ):
+        if rank == 1:
+            _expect_raises(lambda: npu_c10d_verify(pg, params), message)
+        else:
+            npu_c10d_verify(pg, params)
+    assert npu_c10d.is_hccl_available()
+
+
+def check_ephemeral_timeout(rank: int) -> None:
+    """_add_ephemeral_timeout_for_all_pgs: a peer later than the group's
+    timeout does not fail the first collective after it; the group's own
+    timeout applies again once that one completed."""
+    import threading
+
+    timeout = datetime.timedelta(seconds=2)
+    group = dist.new_group([0, 1], timeout=timeout)
+    backend = group._get_backend(torch.device("npu"))
+    dev = torch.device("npu", rank)
+    dist.distributed_c10d._add_ephemeral_timeout_for_all_pgs(datetime.timedelta(seconds=120))
+    assert backend.transport.options._timeout == timeout + datetime.timedelta(seconds=120)
+    if rank == 1:
+        # Join 3 s late: past the group's 2 s, well within the extension.
+        threading.Event().wait(3.0)
+    x = torch.full((2,), rank + 1.0, device=dev)
+    dist.all_reduce(x, group=group)
+    _close(x, torch.full((2,), 3.0), "all_reduce with a late peer under an ephemeral timeout")
+    y = torch.ones(2, device=dev)
+    dist.all_reduce(y, group=group)  # the first call after completion resets it
+    _close(y, torch.full((2,), 2.0), "all_reduce after the ephemeral timeout")
+    assert backend.transport.options._timeout == timeout

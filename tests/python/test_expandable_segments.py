@@ -106,8 +106,15 @@ def test_empty_cache_unmaps_free_pages_and_keeps_live_ones(expandable):
 
 def test_small_requests_use_two_mib_pages(expandable):
     # On a stream of its own: blocks of other streams are never reused for it,
-    # whatever earlier tests left cached in ordinary small segments.
-    s = torch.npu.Stream()
+    # whatever earlier tests left cached in ordinary small segments. Pool
+    # streams are handed out round robin, and a test before may have left a
+    # live tensor on one: take the first that holds no segment.
+    for _ in range(64):
+        s = torch.npu.Stream()
+        if not any(g["stream"] == s.stream_id for g in torch.npu.memory_snapshot()):
+            break
+    else:
+        pytest.fail("every pool stream holds memory that earlier tests left")
     reserved = torch.npu.memory_reserved()
     with torch.npu.stream(s):
         xs = [torch.empty(512 * 1024, dtype=torch.uint8, device="npu") for _ in range(6)]
