@@ -521,7 +521,10 @@ def check_ephemeral_timeout(rank: int) -> None:
         # Join 3 s late: past the group's 2 s, well within the extension.
         threading.Event().wait(3.0)
     x = torch.full((2,), rank + 1.0, device=dev)
-    dist.all_reduce(x, group=group)
+    work = dist.all_reduce(x, group=group, async_op=True)
+    # Completed as a Work (its Future), not only as data the host can read: the
+    # comm thread marks the collective complete after the stream passed it.
+    work.get_future().wait()
     _close(x, torch.full((2,), 3.0), "all_reduce with a late peer under an ephemeral timeout")
     y = torch.ones(2, device=dev)
     dist.all_reduce(y, group=group)  # the first call after completion resets it
