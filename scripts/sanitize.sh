@@ -74,7 +74,7 @@ run_runtime() {
   local sanitizer="$1" dir="$2" scale="$3"
   echo "=== ${sanitizer}: runtime in ${dir}"
   configure "$dir" "$sanitizer"
-  cmake --build "$root/$dir" -j "$jobs" --target npurt_conformance_test npurt_exit_helper \
+  cmake --build "$root/$dir" -j "$jobs" --target npurt_conformance_test npurt_internal_test npurt_exit_helper \
     acl_conformance_test acl_c_program
   echo "=== ${sanitizer}: npurt and ACL suites (NPURT_STRESS_SCALE=${scale})"
   # Huge allocations must fail with npuErrorMemoryAllocation, not abort.
