@@ -10,6 +10,17 @@
 
 using namespace npurt::internal;
 
+namespace {
+
+// npuErrorInvalidDevice for `device`, naming the valid range.
+npuError_t invalidDevice(const char* function, Runtime& rt, int device) {
+  return fail(npuErrorInvalidDevice, function,
+              "device " + std::to_string(device) + " is not in [0, " +
+                  std::to_string(rt.deviceCount()) + ")");
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* npuGetErrorName(npuError_t error) { return errorName(error); }
@@ -75,11 +86,7 @@ npuError_t npuGetOpExecuteTimeout(uint64_t* timeoutUs) {
 npuError_t npuSetDevice(int device) {
   constexpr const char* kFn = "npuSetDevice";
   return guarded(kFn, [&](Runtime& rt) {
-    if (!rt.validDevice(device)) {
-      return fail(npuErrorInvalidDevice, kFn,
-                  "device " + std::to_string(device) + " is not in [0, " +
-                      std::to_string(rt.deviceCount()) + ")");
-    }
+    if (!rt.validDevice(device)) return invalidDevice(kFn, rt, device);
     Runtime::currentDevice() = device;
     return npuSuccess;
   });
@@ -139,11 +146,7 @@ npuError_t npuGetDeviceProperties(npuDeviceProp* prop, int device) {
   constexpr const char* kFn = "npuGetDeviceProperties";
   return guarded(kFn, [&](Runtime& rt) {
     if (prop == nullptr) return nullArgument(kFn, "prop");
-    if (!rt.validDevice(device)) {
-      return fail(npuErrorInvalidDevice, kFn,
-                  "device " + std::to_string(device) + " is not in [0, " +
-                      std::to_string(rt.deviceCount()) + ")");
-    }
+    if (!rt.validDevice(device)) return invalidDevice(kFn, rt, device);
     Device& d = rt.device(device);
     *prop = npuDeviceProp{};
     // The simulated device's own ordinal, as nvidia-smi names GPUs whatever
@@ -185,11 +188,7 @@ npuError_t npuDeviceGetUtilization(int device, unsigned int* percent) {
   constexpr const char* kFn = "npuDeviceGetUtilization";
   return guarded(kFn, [&](Runtime& rt) {
     if (percent == nullptr) return nullArgument(kFn, "percent");
-    if (!rt.validDevice(device)) {
-      return fail(npuErrorInvalidDevice, kFn,
-                  "device " + std::to_string(device) + " is not in [0, " +
-                      std::to_string(rt.deviceCount()) + ")");
-    }
+    if (!rt.validDevice(device)) return invalidDevice(kFn, rt, device);
     *percent = rt.device(device).executor().utilizationPercent();
     return npuSuccess;
   });
