@@ -158,19 +158,22 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 // Note [Task captures and memory reuse]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A task holds on to the memory it uses only where it must. A tensor whose
-// block the caching allocator handed out on the task's own stream is
-// captured as a CPU alias, which does not own the memory: if the program
-// drops the tensor before the task ran, the block returns to the pool at
-// once and the next allocation on that stream may take it. That is safe
-// because whatever touches the block next is queued behind this task on the
-// same stream; it is the rule of PyTorch's CUDA allocator, and it keeps a
-// host that runs far ahead of the device from holding one block per queued
-// op (and the device from walking through cold memory). Every other tensor
-// (memory of another stream, which could be handed to work that does not
-// wait for this task, or memory the allocator does not manage) is captured
-// by reference and kept alive until the task ran. So a missing
-// record_stream for such a tensor is harmless here, where on hardware it is
-// a race.
+// block the caching allocator handed out is captured as a CPU alias, which
+// does not own the memory: if the program drops the tensor before the task
+// ran, the block is freed at once, as on hardware. For a block of the task's
+// own stream that is safe because whatever touches the block next is queued
+// behind this task on the same stream; it is the rule of PyTorch's CUDA
+// allocator, and it keeps a host that runs far ahead of the device from
+// holding one block per queued op (and the device from walking through cold
+// memory). A block of another stream could be handed to work that does not
+// wait for this task, so the allocator records the task's use first (Note
+// [Tasks on other streams record their use] in csrc/core/NPUCachingAllocator.cpp):
+// the free itself happens when the program drops the tensor, where the stream
+// sanitizer checks for a missing record_stream, and the block waits for the
+// task before it is reused. Memory the allocator does not manage, and blocks
+// of another stream used by a capturing or external stream, are captured by
+// reference and kept alive until the task ran (Note [Memory held by queued
+// tasks]).
 //
 // Note [Task captures are metadata snapshots]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -184,7 +187,8 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 // memory, so never "allocated on the stream") write into the shape that a
 // later `unsqueeze_` of its result gave it, and fail.
 bool mayAlias(const at::Tensor& npu, const NPUStream& stream) {
-  return npu.has_storage() && NPUCachingAllocator::isAllocatedOn(npu.storage().data_ptr(), stream);
+  return npu.has_storage() &&
+         NPUCachingAllocator::aliasableByTask(npu.storage().data_ptr(), stream);
 }
 
 at::Tensor captureForTask(const at::Tensor& npu, const NPUStream& stream) {

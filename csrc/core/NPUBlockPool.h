@@ -78,10 +78,13 @@ class RawEvent {
   npurt::EventHandle handle_;
 };
 
-// A stream other than the allocation stream that used a live block.
+// A stream other than the allocation stream that used a live block: named by
+// Tensor.record_stream, or by a task queued there that reads or writes the
+// block (Note [Tasks on other streams record their use]), or both.
 struct StreamUse {
   NPUStream stream;
   npuStream_t externalHandle = nullptr;  // raw handle if external, resolved at recordStream
+  bool byTask = false;                   // erase_stream leaves the use in place
 };
 
 enum class BlockState : uint8_t {
@@ -112,13 +115,13 @@ struct Block {
   Block* prev = nullptr;       // neighbours in the segment (nullptr at its ends)
   Block* next = nullptr;
   BlockState state = BlockState::kAllocated;
-  uint64_t generation = 0;      // device-unique, new each time it enters the pool
-  int gcAge = 0;                // allocations since it entered the pool (garbage collection)
-  bool oversize = false;        // allocated while size >= max_split_size (oversize_allocations)
+  uint64_t generation = 0;  // device-unique, new each time it enters the pool
+  int gcAge = 0;            // allocations since it entered the pool (garbage collection)
+  bool oversize = false;    // allocated while size >= max_split_size (oversize_allocations)
   // The expandable segment it is a piece of (Note [Expandable segments]);
   // nullptr for a segment of one npuMalloc.
   ExpandableSegment* segment = nullptr;
-  std::vector<StreamUse> uses;  // recordStream'd streams
+  std::vector<StreamUse> uses;                       // recordStream'd streams
   std::vector<std::shared_ptr<RawEvent>> rawEvents;  // direct records
   std::vector<NPUEvent> queuedEvents;                // records through the task queue
   // Note [Memory history] (NPUMemoryHistory.h): the stack of the block's

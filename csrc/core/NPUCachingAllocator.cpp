@@ -66,6 +66,25 @@
 // during a capture keep their events (Note [Task captures and memory reuse]
 // is about tasks holding tensors and is unaffected). A stream holding a
 // failure keeps its event too, and the check never reports the failure.
+//
+// Note [Tasks on other streams record their use]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An op queued on stream S that uses a block allocated on stream A captures
+// the block as a CPU alias (Note [Task captures and memory reuse] in
+// csrc/aten/OpTask.cpp) after aliasableByTask recorded S's use of the block,
+// as record_stream would. When the program drops the tensor, the free records
+// an event on S behind the task (or none if S finished all its work, Note
+// [Frees need no event on finished streams]), so the block is not reused
+// before the task ran. The use differs from record_stream's in what sees it:
+// the trace hooks do not (the stream sanitizer must still report the
+// missing record_stream at that free, where hardware would race), and
+// erase_stream does not remove it (StreamUse::byTask). Holding the tensor by
+// reference instead, as tasks did before, kept the free itself back until
+// the task was released, so the sanitizer saw it late or not at all.
+// External and capturing streams keep the by-reference capture: an event on
+// a capturing stream would become part of the graph, and an external stream
+// needs the direct-record path of Note [Allocator events on external
+// streams], which a use without a handle does not take.
 #include "core/NPUCachingAllocator.h"
 
 #include <c10/util/Exception.h>
@@ -340,11 +359,23 @@ void DeviceState::recordStream(Block* block, const NPUStream& stream) {
   block->uses.push_back(StreamUse{stream, external});
 }
 
+void DeviceState::recordTaskUse(Block* block, const NPUStream& stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (StreamUse& use : block->uses) {
+    if (use.stream == stream) {
+      use.byTask = true;
+      return;
+    }
+  }
+  block->uses.push_back(StreamUse{stream, nullptr, /*byTask=*/true});
+}
+
 void DeviceState::eraseStream(Block* block, const NPUStream& stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& uses = block->uses;
+  // A queued task's use stays: the task may not have run yet.
   uses.erase(std::remove_if(uses.begin(), uses.end(),
-                            [&](const StreamUse& u) { return u.stream == stream; }),
+                            [&](const StreamUse& u) { return u.stream == stream && !u.byTask; }),
              uses.end());
 }
 

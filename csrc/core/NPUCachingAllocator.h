@@ -75,14 +75,20 @@ void rawDelete(void* ptr);
 // moment of its free has completed. Thread-safe.
 void recordStream(const c10::DataPtr& ptr, NPUStream stream);
 
-// True if `ptr` is a live block of this allocator allocated on `stream`: a
-// task queued on `stream` may then use the memory without holding it (see
-// Note [Task captures and memory reuse] in csrc/aten/OpTask.cpp).
-// False for other streams and for memory this allocator did not hand out.
-// Thread-safe; the caller keeps `ptr` alive during the call.
-bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream);
+// For a task about to be queued on `stream` that uses the memory behind
+// `ptr`: true if the task may capture it as a CPU alias, which does not own
+// the memory (Note [Task captures and memory reuse] in csrc/aten/OpTask.cpp).
+// So it is for a live block of this allocator allocated on `stream`, and for
+// one allocated on another stream of the device, whose use by `stream` is
+// then recorded (Note [Tasks on other streams record their use]). False for
+// external or capturing streams using another stream's block, and for memory
+// this allocator did not hand out: the task holds those by reference.
+// Thread-safe; the caller keeps `ptr` alive during the call and queues the
+// task on `stream` right after.
+bool aliasableByTask(const c10::DataPtr& ptr, const NPUStream& stream);
 
-// torch_npu.erase_stream: removes a use recorded with recordStream. Thread-safe.
+// torch_npu.erase_stream: removes a use recorded with recordStream (not a
+// queued task's use of the block). Thread-safe.
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
 
 // Releases the whole free segments of every device back to npurt: those of
@@ -100,8 +106,9 @@ void emptyVirtAddrCache();
 // Note [Memory held by queued tasks]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Layers above may hold allocated blocks that are as good as free: the op
-// path keeps tensors of other streams alive until the tasks that use them
-// ran, and destroys finished tasks' captures on host threads later (Note
+// path keeps tensors that external or capturing streams use alive until the
+// tasks that use them ran (Note [Tasks on other streams record their use]),
+// and destroys finished tasks' captures on host threads later (Note
 // [Task captures and memory reuse], Note [Task captures are released on
 // producer threads]). Before raising out-of-memory, the allocator calls the
 // registered callbacks for the device, on the allocating thread with no

@@ -16,6 +16,7 @@
 #include "core/NPUFunctions.h"
 #include "core/NPUPluggableAllocator.h"
 #include "core/NPUTrace.h"
+#include "core/graphs/CaptureRegistry.h"
 #include "npurt/npurt.hpp"
 
 namespace c10_npu::NPUCachingAllocator {
@@ -198,8 +199,7 @@ void rawDelete(void* ptr) {
   if (ptr == nullptr) return;
   if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) [[unlikely]] {
     TORCH_CHECK(pluggable->owns(ptr), "caching_allocator_delete: ", ptr,
-                " is not a live allocation of the current NPUPluggableAllocator",
-                NPU_ERROR_SUFFIX);
+                " is not a live allocation of the current NPUPluggableAllocator", NPU_ERROR_SUFFIX);
     NPUPluggableAllocator::deleter()(ptr);
     return;
   }
@@ -222,10 +222,17 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
   trace::streamRecorded(ptr.get(), stream);  // Note [Trace hooks]
 }
 
-bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream) {
-  const Block* block = blockOf(ptr);
+bool aliasableByTask(const c10::DataPtr& ptr, const NPUStream& stream) {
+  Block* block = blockOf(ptr);
   // device and stream are immutable while the block is allocated.
-  return block != nullptr && block->device == stream.device_index() && block->stream == stream.id();
+  if (block == nullptr || block->device != stream.device_index()) return false;
+  if (block->stream == stream.id()) return true;
+  // See Note [Tasks on other streams record their use].
+  if (stream.isExternal() || graphs::recorderOf(stream) != nullptr || graphs::isCapturing(stream)) {
+    return false;
+  }
+  allocator().device(block->device).recordTaskUse(block, stream);
+  return true;
 }
 
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
@@ -297,8 +304,9 @@ void resetPeakStats(c10::DeviceIndex device) {
 void resetAccumulatedStats(c10::DeviceIndex device) {
   DeviceState& state = allocator().device(device);
   if (NPUPluggableAllocator::current() != nullptr) {
-    TORCH_WARN_ONCE("NPUPluggableAllocator does not support resetAccumulatedStats: the "
-                    "statistics come from the user's allocator");
+    TORCH_WARN_ONCE(
+        "NPUPluggableAllocator does not support resetAccumulatedStats: the "
+        "statistics come from the user's allocator");
     return;
   }
   state.resetAccumulated();
@@ -339,8 +347,7 @@ c10::MempoolId_t newMempoolId() {
   return {0, next.fetch_add(1, std::memory_order_relaxed)};  // relaxed: only uniqueness matters
 }
 
-void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id,
-                        const PoolOptions& options) {
+void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id, const PoolOptions& options) {
   allocator().device(device).createOrIncrefPool(id, options);
 }
 

@@ -124,6 +124,9 @@ class DeviceState {
   // --- NPUCachingAllocator.cpp --- (all thread-safe)
   void free(Block* block);
   void recordStream(Block* block, const NPUStream& stream);
+  // Note [Tasks on other streams record their use]: `stream` is managed and
+  // not the block's own.
+  void recordTaskUse(Block* block, const NPUStream& stream);
   void eraseStream(Block* block, const NPUStream& stream);
   // Returns the stream of a use of `handle`, after marking the handle dead.
   std::optional<NPUStream> markStreamDead(npuStream_t handle);
@@ -172,8 +175,7 @@ class DeviceState {
   // Maps the first `size` bytes (rounded to pages) of the unmapped `block`,
   // merges them with free neighbours into a cached block and returns it;
   // nullptr if out of memory.
-  Block* mapBlock(Block* block, size_t size, const AllocatorConfig& config,
-                  const Context& context);
+  Block* mapBlock(Block* block, size_t size, const AllocatorConfig& config, const Context& context);
   // Unmaps the whole pages of the cached `block`; the rest stays cached.
   // keepPhysical: their memory goes to the pool's freePhysical.
   npuError_t unmapBlock(Block* block, bool keepPhysical);

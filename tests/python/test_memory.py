@@ -128,11 +128,13 @@ def test_erase_stream_undoes_record_stream(gate):
     g.release()
 
 
-@pytest.mark.parametrize("record", [True, False], ids=["record_stream", "no_record_stream"])
+@pytest.mark.parametrize("record", ["record_stream", "no_record_stream", "record_then_erase"])
 def test_side_stream_read_is_protected_from_reuse(gate, record):
     # With record_stream as in torch_npu; without it too, beyond CUDA and
-    # torch_npu: a queued op keeps memory of another stream alive itself
-    # (Note [Task captures and memory reuse]).
+    # torch_npu: a queued op records its use of memory of another stream with
+    # the allocator (Note [Tasks on other streams record their use]), which
+    # erase_stream does not undo. The free itself happens at `del`, as on
+    # hardware (the stream sanitizer reports the missing record_stream there).
     settle()
     side = torch.npu.Stream()
     x = torch.full((N,), 2.0, device="npu")
@@ -141,9 +143,13 @@ def test_side_stream_read_is_protected_from_reuse(gate, record):
     with torch.npu.stream(side):
         r = x * 10  # reads x later, on the blocked side stream
     ptr = x.data_ptr()
-    if record:
+    if record != "no_record_stream":
         x.record_stream(side)
+    if record == "record_then_erase":
+        torch_npu.erase_stream(x, side)
+    allocated = torch.npu.memory_allocated()
     del x
+    assert torch.npu.memory_allocated() == allocated - 4 * N
     y = torch.empty(N, device="npu")
     assert y.data_ptr() != ptr
     y.fill_(-1.0)  # would corrupt r if x's block were reused

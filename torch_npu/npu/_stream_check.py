@@ -22,8 +22,9 @@ and a dispatch mode that sees every op on npu tensors:
   is a :class:`MissingRecordStreamError`, printed to stderr and collected in
   ``record_stream_errors``; it is not raised, as a free cannot raise.
 
-On the simulated NPU a missing ``record_stream`` cannot corrupt data (a queued
-task holds the tensors of other streams until it ran), but the same program
+On the simulated NPU a missing ``record_stream`` cannot corrupt data (the
+allocator keeps a block that a queued task of another stream uses from reuse
+until the task ran), but the same program
 can on an Ascend device; the check reports what would break there.
 
 Importing this module imports ``torch.cuda._sanitizer``, which turns on
