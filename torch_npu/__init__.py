@@ -48,6 +48,9 @@ from .utils import _dynamo  # noqa: E402
 # Dynamo's npu interface and stream tracing, set up when torch._dynamo is
 # first imported (importing it here would cost seconds).
 _dynamo._install()
+# npu kernels of the random-state ops of compiled recomputation, set up when
+# torch._prims.rng_prims is first imported.
+from .utils import _inductor  # noqa: E402,F401
 
 __all__ = ["npu", "distributed", "profiler", "erase_stream"]
 
