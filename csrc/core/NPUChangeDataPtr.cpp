@@ -64,11 +64,8 @@ void changeDataPtr(const at::Tensor& dst, const at::Tensor& src, int64_t index) 
   checkArguments(dst, src, index);
   const c10::DeviceIndex device = dst.device().index();
   c10::StorageImpl* storage = dst.storage().unsafeGetStorageImpl();
-  if (storage == src.storage().unsafeGetStorageImpl()) {
-    TORCH_CHECK(index == 0, "npu_change_data_ptr: dst and src share a storage; a storage cannot ",
-                "point into itself at offset ", index, NPU_ERROR_SUFFIX);
-    return;  // already there
-  }
+  // The same storage passed the size check only at offset 0: nothing to do.
+  if (storage == src.storage().unsafeGetStorageImpl()) return;
 
   // See Note [Storages moved into a combined buffer]: queued tasks may hold
   // this storage by reference unless the current stream owns its memory.

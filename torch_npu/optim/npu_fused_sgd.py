@@ -39,9 +39,6 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
         if nesterov and (momentum <= 0.0 or not math.isclose(dampening, 0.0, abs_tol=1e-15)):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening" + pta_error(ErrCode.VALUE))
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
-        # False until the first step: the buffers made from the gradients
-        # already are that step's momentum (torch_npu's attribute).
-        self._momentum_buffer_already_in_state = False
         super().__init__(params, defaults)
 
     def __setstate__(self, state: dict) -> None:
@@ -49,15 +46,23 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
         for group in self.param_groups:
             group.setdefault("nesterov", False)
 
-    def _init_param_state(self, p: torch.Tensor, weight_decay: float) -> None:
+    def _init_param_state(self, p: torch.Tensor, weight_decay: float, momentum: float = 1.0,
+                          dampening: float = 0.0) -> None:
+        # Note [First momentum of a fused SGD]: torch.optim.SGD's first step
+        # sets the buffer to the (decayed) gradient d. A combined buffer gets
+        # one update for all its parameters, buf = momentum * buf + (1 -
+        # dampening) * d, so a new buffer starts at d * dampening / momentum,
+        # which that update turns into d (exactly 0, so exactly d, without
+        # dampening). torch_npu instead skips the update on a global first
+        # step, which leaves a parameter whose first gradient comes later
+        # without momentum updates.
         state = self.state[p]
-        if "momentum_buffer" in state and state["momentum_buffer"] is not None:
-            self._momentum_buffer_already_in_state = True
-            buf = torch.zeros_like(p)
+        buf = torch.zeros_like(p)
+        if state.get("momentum_buffer") is not None:
             buf.copy_(state["momentum_buffer"])
-        else:
-            self._momentum_buffer_already_in_state = False
-            buf = p.grad.add(p, alpha=weight_decay) if weight_decay != 0 else p.grad.clone()
+        elif dampening != 0:
+            d_p = p.grad.add(p, alpha=weight_decay) if weight_decay != 0 else p.grad
+            buf.add_(d_p, alpha=dampening / momentum)
         state["momentum_buffer"] = buf
 
     def _combined_state_keys(self, group: dict) -> Sequence[str]:
@@ -65,7 +70,7 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
 
     def _init_group_param_state(self, p: torch.Tensor, group: dict) -> None:
         if group["momentum"] != 0:
-            self._init_param_state(p, group["weight_decay"])
+            self._init_param_state(p, group["weight_decay"], group["momentum"], group["dampening"])
 
     def _group_step(self, group_index: int) -> None:
         group = self.param_groups[group_index]
@@ -75,12 +80,7 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
                 grad = grad.add(param, alpha=group["weight_decay"])
             if momentum != 0:
                 buf: Optional[torch.Tensor] = state["momentum_buffer"]
-                if self._momentum_buffer_already_in_state:
-                    buf.mul_(momentum).add_(grad, alpha=1 - group["dampening"])
+                # See Note [First momentum of a fused SGD].
+                buf.mul_(momentum).add_(grad, alpha=1 - group["dampening"])
                 grad = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
             param.add_(grad, alpha=-group["lr"])
-
-    def step(self, closure: Any = None) -> Any:
-        loss = super().step(closure)
-        self._momentum_buffer_already_in_state = True
-        return loss
