@@ -451,6 +451,15 @@ def test_sparse_gradients_raise():
         NpuFusedAdam([p]).step()
 
 
+def test_parameters_sharing_a_storage_raise():
+    base = _randn(8)
+    views = [torch.nn.Parameter(base[:4]), torch.nn.Parameter(base[4:])]
+    for v in views:
+        v.grad = torch.ones_like(v)
+    with pytest.raises(RuntimeError, match="parameters with storages of their own, but parameters 0 and 1"):
+        NpuFusedAdam(views).step()
+
+
 def test_parameters_on_the_cpu_raise():
     p = torch.nn.Parameter(torch.ones(3))
     p.grad = torch.ones(3)

@@ -100,6 +100,7 @@ class NpuFusedOptimizerBase(Optimizer):
             per_group.append(lists)
             for i in range(2):
                 all_group[i] += lists[i]
+        _check_own_storages([p for params in all_group for p in params])
         self.params_lists_indexed_by_group = per_group
         self.params_all_group = all_group
         self.params_all_group_combined = [npu_combine_tensors(params) for params in all_group]
@@ -336,6 +337,20 @@ def _clip_grad_norm_fused_(combined_grads: Sequence[Optional[torch.Tensor]], max
     for g in grads:
         g.mul_(clip_coef)
     return total_norm
+
+
+def _check_own_storages(params: Sequence[torch.Tensor]) -> None:
+    r"""Refuse parameters (or gradients) that share a storage: a storage moves into one buffer only."""
+    for what, tensors in (("parameters", params), ("gradients", [p.grad for p in params])):
+        seen: dict = {}
+        for i, t in enumerate(tensors):
+            ptr = _storage_ptr(t)
+            if ptr != 0 and seen.setdefault(ptr, i) != i:
+                raise RuntimeError(
+                    f"Fused optimizers need {what} with storages of their own, but {what} {seen[ptr]} and {i} "
+                    "share one (views of one tensor?); give each its own tensor or use torch.optim"
+                    + pta_error(ErrCode.PARAM)
+                )
 
 
 def _check_non_negative(what: str, value: Any) -> None:
