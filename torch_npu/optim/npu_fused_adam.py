@@ -5,7 +5,7 @@ from typing import Any, Sequence, Tuple
 
 import torch
 
-from .npu_fused_optim_base import NpuFusedOptimizerBase, _check_betas, _check_non_negative
+from .npu_fused_optim_base import NpuFusedOptimizerBase, _check_betas, _check_non_negative, _update_moments
 
 __all__ = ["NpuFusedAdam"]
 
@@ -44,21 +44,20 @@ class _NpuFusedAdamBase(NpuFusedOptimizerBase):
     def _group_step(self, group_index: int) -> None:
         group = self.param_groups[group_index]
         beta1, beta2 = group["betas"]
-        for param, grad, state in self._group_tensors(group_index):
+        for param, grad, state, _ in self._group_tensors(group_index):
             grad = self._decay(param, grad, group)
             state["step"] += 1
             bias_correction1 = 1 - beta1 ** state["step"]
             bias_correction2 = 1 - beta2 ** state["step"]
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            _update_moments(state, grad, beta1, beta2)
+            exp_avg_sq = state["exp_avg_sq"]
             if group["amsgrad"]:
                 # The maximum of the second moments so far normalizes the step.
                 second_moment = torch.maximum(state["max_exp_avg_sq"], exp_avg_sq, out=state["max_exp_avg_sq"])
             else:
                 second_moment = exp_avg_sq
             denom = (second_moment.sqrt() / math.sqrt(bias_correction2)).add_(group["eps"])
-            param.addcdiv_(exp_avg, denom, value=-group["lr"] / bias_correction1)
+            param.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / bias_correction1)
 
 
 class NpuFusedAdam(_NpuFusedAdamBase):

@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence, Tuple
 import torch
 
 from ..utils.combine_tensors import get_storage_size
-from .npu_fused_optim_base import NpuFusedOptimizerBase, _check_betas, _check_non_negative
+from .npu_fused_optim_base import _NpuFusedMomentsOptimizer, _check_betas, _check_non_negative, _update_moments
 
 __all__ = ["NpuFusedAdamP"]
 
@@ -31,7 +31,7 @@ def _projection(p: torch.Tensor, grad: torch.Tensor, perturb: torch.Tensor, delt
     return invariant, projected
 
 
-class NpuFusedAdamP(NpuFusedOptimizerBase):
+class NpuFusedAdamP(_NpuFusedMomentsOptimizer):
     r"""AdamP (`AdamP: Slowing Down the Slowdown for Momentum Optimizers on Scale-invariant Weights`), fused.
 
     torch_npu's formula (PyTorch has no AdamP): Adam's bias-corrected step
@@ -69,15 +69,6 @@ class NpuFusedAdamP(NpuFusedOptimizerBase):
                         wd_ratio=wd_ratio, nesterov=nesterov)
         super().__init__(params, defaults)
 
-    def _init_param_state(self, p: torch.Tensor) -> None:
-        self._fresh_state(p, ["exp_avg", "exp_avg_sq"])
-
-    def _combined_state_keys(self, group: dict) -> Sequence[str]:
-        return ["exp_avg", "exp_avg_sq"]
-
-    def _init_group_param_state(self, p: torch.Tensor, group: dict) -> None:
-        self._init_param_state(p)
-
     def _project(self, params: Sequence[torch.Tensor], perturb: torch.Tensor, group: dict) -> torch.Tensor:
         r"""Projects each parameter's slice of ``perturb`` in place; returns the weight decay ratios."""
         ratios = torch.ones_like(perturb)
@@ -96,23 +87,16 @@ class NpuFusedAdamP(NpuFusedOptimizerBase):
     def _group_step(self, group_index: int) -> None:
         group = self.param_groups[group_index]
         beta1, beta2 = group["betas"]
-        lists = self.params_lists_indexed_by_group[group_index]
-        for dtype_index, (param, grad, state) in enumerate(
-                zip(self.combined_params_indexed_by_group[group_index],
-                    self.combined_grads_indexed_by_group[group_index],
-                    self.combined_param_states_indexed_by_group[group_index])):
-            if param is None or grad is None:
-                continue
+        for param, grad, state, params in self._group_tensors(group_index):
             state["step"] += 1
             bias_correction1 = 1 - beta1 ** state["step"]
             bias_correction2 = 1 - beta2 ** state["step"]
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = (exp_avg_sq.sqrt() / math.sqrt(bias_correction2)).add_(group["eps"])
+            _update_moments(state, grad, beta1, beta2)
+            exp_avg = state["exp_avg"]
+            denom = (state["exp_avg_sq"].sqrt() / math.sqrt(bias_correction2)).add_(group["eps"])
             moment = exp_avg.mul(beta1).add_(grad, alpha=1 - beta1) if group["nesterov"] else exp_avg
             perturb = moment / denom
-            ratios = self._project(lists[dtype_index], perturb, group)
+            ratios = self._project(params, perturb, group)
             if group["weight_decay"] > 0:
                 param.mul_(1 - group["lr"] * group["weight_decay"] * ratios)
             param.add_(perturb, alpha=-group["lr"] / bias_correction1)

@@ -1,13 +1,12 @@
 r"""``NpuFusedBertAdam``: BERT's Adam over combined buffers (torch_npu's class and formula)."""
 
 import math
-from typing import Any, Callable, Dict, Sequence
+from typing import Any, Callable, Dict
 
-import torch
 from torch.optim.optimizer import required
 
 from ..utils._error_code import ErrCode, pta_error
-from .npu_fused_optim_base import NpuFusedOptimizerBase, _check_non_negative
+from .npu_fused_optim_base import _NpuFusedMomentsOptimizer, _check_non_negative, _update_moments
 
 __all__ = ["NpuFusedBertAdam"]
 
@@ -37,7 +36,7 @@ SCHEDULES: Dict[str, Callable[..., float]] = {
 }
 
 
-class NpuFusedBertAdam(NpuFusedOptimizerBase):
+class NpuFusedBertAdam(_NpuFusedMomentsOptimizer):
     r"""BERT's Adam with decoupled weight decay fix, fused (torch_npu's formula; PyTorch has none).
 
     Per step and dtype buffer: the gradients are clipped to ``max_grad_norm``
@@ -78,26 +77,15 @@ class NpuFusedBertAdam(NpuFusedOptimizerBase):
         self.max_grad_norm = max_grad_norm
         super().__init__(params, defaults)
 
-    def _init_param_state(self, p: torch.Tensor) -> None:
-        self._fresh_state(p, ["exp_avg", "exp_avg_sq"])
-
-    def _combined_state_keys(self, group: dict) -> Sequence[str]:
-        return ["exp_avg", "exp_avg_sq"]
-
-    def _init_group_param_state(self, p: torch.Tensor, group: dict) -> None:
-        self._init_param_state(p)
-
     def _group_step(self, group_index: int) -> None:
         group = self.param_groups[group_index]
         beta1, beta2 = group["b1"], group["b2"]
-        for param, grad, state in self._group_tensors(group_index):
+        for param, grad, state, _ in self._group_tensors(group_index):
             if self.max_grad_norm > 0:
                 norm = grad.float().pow(2).sum().sqrt()
                 grad.mul_((self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            update = exp_avg / (exp_avg_sq.sqrt() + group["e"])
+            _update_moments(state, grad, beta1, beta2)
+            update = state["exp_avg"] / (state["exp_avg_sq"].sqrt() + group["e"])
             if group["weight_decay"] > 0.0:
                 update.add_(param, alpha=group["weight_decay"])
             lr = group["lr"]

@@ -5,7 +5,7 @@ from typing import Any, Optional, Sequence, Tuple
 import torch
 
 from ..utils.combine_tensors import get_storage_size
-from .npu_fused_optim_base import NpuFusedOptimizerBase, _check_betas, _check_non_negative
+from .npu_fused_optim_base import _NpuFusedMomentsOptimizer, _check_betas, _check_non_negative, _update_moments
 
 __all__ = ["NpuFusedLamb"]
 
@@ -24,7 +24,7 @@ def _segment_norms(values: torch.Tensor, segment_ids: torch.Tensor, count: int) 
         0, segment_ids, values.pow(2)).sqrt_()
 
 
-class NpuFusedLamb(NpuFusedOptimizerBase):
+class NpuFusedLamb(_NpuFusedMomentsOptimizer):
     r"""LAMB (`Large Batch Optimization for Deep Learning: Training BERT in 76 minutes`), fused.
 
     torch_npu's formula (PyTorch has no LAMB): with ``g`` the gradient
@@ -58,29 +58,22 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
         self.use_global_grad_norm = use_global_grad_norm
         #: The global gradient norm of the last step (``use_global_grad_norm``), a device tensor.
         self.global_grad_norm: Optional[torch.Tensor] = None
-        # Per group and dtype: the parameter index of each combined element.
-        self._segment_ids_by_group: Optional[list] = None
+        # Per group, by the data pointer of its combined parameters of one
+        # dtype: the parameter index of each combined element.
+        self._segment_ids: Optional[dict] = None
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
-
-    def _init_param_state(self, p: torch.Tensor) -> None:
-        self._fresh_state(p, ["exp_avg", "exp_avg_sq"])
-
-    def _combined_state_keys(self, group: dict) -> Sequence[str]:
-        return ["exp_avg", "exp_avg_sq"]
-
-    def _init_group_param_state(self, p: torch.Tensor, group: dict) -> None:
-        self._init_param_state(p)
 
     def _reset_combination(self) -> None:
         super()._reset_combination()
-        self._segment_ids_by_group = None
+        self._segment_ids = None
 
     def _prepare_group_steps(self) -> None:
-        if self._segment_ids_by_group is None:
-            self._segment_ids_by_group = [
-                [_segment_ids(params, params[0].device) if params else None for params in lists]
-                for lists in self.params_lists_indexed_by_group
-            ]
+        if self._segment_ids is None:
+            self._segment_ids = {
+                param.data_ptr(): _segment_ids(params, param.device)
+                for group_index in range(len(self.param_groups))
+                for param, _, _, params in self._group_tensors(group_index)
+            }
         if self.use_global_grad_norm:
             grads = [g for g in self.get_combined_grads() if g is not None]
             if grads:
@@ -89,28 +82,19 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
     def _group_step(self, group_index: int) -> None:
         group = self.param_groups[group_index]
         beta1, beta2 = group["betas"]
-        segment_ids = self._segment_ids_by_group[group_index]
-        lists = self.params_lists_indexed_by_group[group_index]
-        for dtype_index, (param, grad, state) in enumerate(
-                zip(self.combined_params_indexed_by_group[group_index],
-                    self.combined_grads_indexed_by_group[group_index],
-                    self.combined_param_states_indexed_by_group[group_index])):
-            if param is None or grad is None:
-                continue
+        for param, grad, state, params in self._group_tensors(group_index):
             if self.use_global_grad_norm and self.global_grad_norm is not None:
                 # Dividing by max(norm, 1) is torch_npu's "divide if the norm exceeds 1" without a host read.
                 grad = grad / self.global_grad_norm.clamp(min=1.0).to(grad.dtype)
             state["step"] += 1
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            adam_step = exp_avg / exp_avg_sq.sqrt().add(group["eps"])
+            _update_moments(state, grad, beta1, beta2)
+            adam_step = state["exp_avg"] / state["exp_avg_sq"].sqrt().add(group["eps"])
             if group["weight_decay"] != 0:
                 adam_step.add_(param, alpha=group["weight_decay"])
             if self.adam:
                 param.add_(adam_step, alpha=-group["lr"])
                 continue
-            ids, count = segment_ids[dtype_index], len(lists[dtype_index])
+            ids, count = self._segment_ids[param.data_ptr()], len(params)
             weight_norm = _segment_norms(param, ids, count).clamp_(0, 10)
             adam_norm = _segment_norms(adam_step, ids, count)
             trust = torch.where((weight_norm == 0) | (adam_norm == 0),

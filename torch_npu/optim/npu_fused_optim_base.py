@@ -266,13 +266,19 @@ class NpuFusedOptimizerBase(Optimizer):
         raise NotImplementedError(pta_error(ErrCode.NOT_SUPPORT))
 
     def _group_tensors(self, group_index: int) -> list:
-        r"""``(param, grad, state)`` per dtype of the group, for the dtypes it has."""
+        r"""``(param, grad, state, params)`` per dtype of the group, for the dtypes it has.
+
+        ``param``, ``grad`` and the tensors of ``state`` are the group's
+        slices of the combined buffers of one dtype; ``params`` are the
+        parameters laid out in them, in order.
+        """
         return [
-            (param, grad, state)
-            for param, grad, state in zip(
+            (param, grad, state, params)
+            for param, grad, state, params in zip(
                 self.combined_params_indexed_by_group[group_index],
                 self.combined_grads_indexed_by_group[group_index],
                 self.combined_param_states_indexed_by_group[group_index],
+                self.params_lists_indexed_by_group[group_index],
             )
             if param is not None and grad is not None
         ]
@@ -318,6 +324,25 @@ class NpuFusedOptimizerBase(Optimizer):
         """
         self._follow_tensors()
         return _clip_grad_norm_fused_(self.get_combined_grads(), max_norm, norm_type)
+
+
+class _NpuFusedMomentsOptimizer(NpuFusedOptimizerBase):
+    r"""Optimizers whose only states are Adam's running averages ``exp_avg`` and ``exp_avg_sq``."""
+
+    def _init_param_state(self, p: torch.Tensor) -> None:
+        self._fresh_state(p, ["exp_avg", "exp_avg_sq"])
+
+    def _combined_state_keys(self, group: dict) -> Sequence[str]:
+        return ["exp_avg", "exp_avg_sq"]
+
+    def _init_group_param_state(self, p: torch.Tensor, group: dict) -> None:
+        self._init_param_state(p)
+
+
+def _update_moments(state: dict, grad: torch.Tensor, beta1: float, beta2: float) -> None:
+    r"""Adam's running averages of the gradient and its square, in ``state``, in place."""
+    state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
+    state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
 
 def _clip_grad_norm_fused_(combined_grads: Sequence[Optional[torch.Tensor]], max_norm: float, norm_type: float) -> torch.Tensor:

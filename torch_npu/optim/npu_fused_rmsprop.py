@@ -69,7 +69,7 @@ class NpuFusedRMSprop(_NpuFusedRMSpropBase):
     def _group_step(self, group_index: int) -> None:
         group = self.param_groups[group_index]
         alpha = group["alpha"]
-        for param, grad, state in self._group_tensors(group_index):
+        for param, grad, state, _ in self._group_tensors(group_index):
             state["step"] += 1
             if group["weight_decay"] != 0:
                 grad = grad.add(param, alpha=group["weight_decay"])

@@ -44,7 +44,7 @@ class NpuFusedRMSpropTF(_NpuFusedRMSpropBase):
         group = self.param_groups[group_index]
         one_minus_alpha = 1.0 - group["alpha"]
         lr, eps = group["lr"], group["eps"]
-        for param, grad, state in self._group_tensors(group_index):
+        for param, grad, state, _ in self._group_tensors(group_index):
             state["step"] += 1
             if group["weight_decay"] != 0:
                 if group.get("decoupled_decay", False):

@@ -75,7 +75,7 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
     def _group_step(self, group_index: int) -> None:
         group = self.param_groups[group_index]
         momentum = group["momentum"]
-        for param, grad, state in self._group_tensors(group_index):
+        for param, grad, state, _ in self._group_tensors(group_index):
             if group["weight_decay"] != 0:
                 grad = grad.add(param, alpha=group["weight_decay"])
             if momentum != 0:
