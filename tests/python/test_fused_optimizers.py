@@ -5,7 +5,8 @@
 - each optimizer against a CPU reference over several steps: torch.optim's
   optimizer where there is one, the documented formula otherwise (Lamb,
   AdamP, BertAdam, RMSpropTF), with parameter groups, fp16 parameters and
-  parameters without gradients;
+  parameters without gradients; _DistributedMuon against torch.optim.Muon,
+  without a process group and over DTensor shards of two ranks;
 - zero_grad, clip_grad_norm_fused_, state_dict round trips, gradients replaced
   by the program, bad hyper-parameters and parameters.
 """
@@ -470,7 +471,50 @@ def test_parameters_on_the_cpu_raise():
 def test_import_surface():
     assert "torch_npu.optim" in sys.modules and torch_npu.optim.NpuFusedAdam is NpuFusedAdam
     assert sorted(torch_npu.optim.__all__)[0] == "NpuFusedAdadelta" and len(torch_npu.optim.__all__) == 10
-    with pytest.raises(NotImplementedError, match="_DistributedMuon"):
-        torch_npu.optim._DistributedMuon
     with pytest.raises(AttributeError):
         torch_npu.optim.NoSuchOptimizer
+
+
+# -- _DistributedMuon ------------------------------------------------------------
+
+
+def test_distributed_muon_without_a_process_group_is_muon():
+    from torch_npu.optim import _DistributedMuon
+
+    torch.manual_seed(3)
+    weights = [torch.randn(6, 4), torch.randn(3, 5)]
+    reference = [torch.nn.Parameter(w.clone()) for w in weights]
+    params = [torch.nn.Parameter(w.to("npu")) for w in weights]
+    reference_opt = torch.optim.Muon(reference, lr=0.05, adjust_lr_fn="match_rms_adamw")
+    opt = _DistributedMuon(params, lr=0.05, adjust_lr_fn="match_rms_adamw")
+    for _ in range(3):
+        for r, p in zip(reference, params):
+            r.grad = torch.randn_like(r)
+            p.grad = r.grad.to("npu")
+        reference_opt.step()
+        opt.step()
+    for r, p in zip(reference, params):
+        torch.testing.assert_close(p.detach().cpu(), r.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: torch_npu.optim._DistributedMuon([p], lr=-1), "Learning rate should be >= 0 but is: -1"),
+    (lambda p: torch_npu.optim._DistributedMuon([p], momentum=-1), "momentum should be >= 0"),
+    (lambda p: torch_npu.optim._DistributedMuon([p], adjust_lr_fn="x"), "Adjust learning rate function x"),
+    (lambda p: torch_npu.optim._DistributedMuon([torch.nn.Parameter(_randn(3))]), "only supports 2D parameters"),
+])
+def test_distributed_muon_bad_arguments(make, message):
+    with pytest.raises(ValueError, match=message):
+        make(torch.nn.Parameter(_randn(2, 2)))
+
+
+@pytest.mark.subprocess
+def test_distributed_muon_over_shards_matches_muon(tmp_path, monkeypatch):
+    import torch.multiprocessing as mp
+
+    import optim_dist_workers
+
+    monkeypatch.setenv("NPU_SIM_DEVICE_COUNT", "2")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")  # loopback only
+    monkeypatch.delenv("NPU_SIM_TASK_DELAY_US", raising=False)
+    mp.spawn(optim_dist_workers.distributed_muon_matches_muon, args=(2, str(tmp_path / "store")), nprocs=2, join=True)

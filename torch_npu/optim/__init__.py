@@ -33,6 +33,7 @@ _MODULES = {
     "NpuFusedBertAdam": "npu_fused_bert_adam",
     "NpuFusedRMSprop": "npu_fused_rmsprop",
     "NpuFusedRMSpropTF": "npu_fused_rmsprop_tf",
+    "_DistributedMuon": "distributed_muon",  # imports torch.distributed.tensor
 }
 
 if TYPE_CHECKING:
@@ -46,20 +47,16 @@ if TYPE_CHECKING:
     from .npu_fused_rmsprop import NpuFusedRMSprop
     from .npu_fused_rmsprop_tf import NpuFusedRMSpropTF
     from .npu_fused_sgd import NpuFusedSGD
+    from .distributed_muon import _DistributedMuon
 
 
 def __getattr__(name: str) -> object:
-    r"""Import an optimizer's module on first use; ``_DistributedMuon`` says it is missing."""
+    r"""Import an optimizer's module on first use."""
     module = _MODULES.get(name)
     if module is not None:
         value = getattr(importlib.import_module(f".{module}", __name__), name)
         globals()[name] = value
         return value
-    if name == "_DistributedMuon":
-        raise NotImplementedError(
-            "torch_npu.optim._DistributedMuon (Muon with Newton-Schulz over DTensor shards) is not "
-            "implemented on the simulated NPU yet; use torch.optim.Muon for unsharded parameters."
-        )
     raise AttributeError(f"module 'torch_npu.optim' has no attribute {name!r}")
 
 
