@@ -468,6 +468,18 @@ def test_parameters_on_the_cpu_raise():
         NpuFusedSGD([p], lr=0.1).step()
 
 
+def test_error_suffix_is_torch_npus(monkeypatch):
+    from torch_npu.utils._error_code import ErrCode, pta_error
+
+    monkeypatch.delenv("TORCH_NPU_COMPACT_ERROR_OUTPUT", raising=False)
+    assert pta_error(ErrCode.VALUE).endswith(") ERR00003 PTA invalid value")
+    assert "(PID:" in pta_error(ErrCode.TYPE) and "ERR00002 PTA invalid type" in pta_error(ErrCode.TYPE)
+    monkeypatch.setenv("TORCH_NPU_COMPACT_ERROR_OUTPUT", "1")
+    assert pta_error(ErrCode.VALUE) == ""
+    with pytest.raises(ValueError, match="Invalid learning rate: -1$"):  # nothing after the message
+        NpuFusedAdam([torch.nn.Parameter(_randn(2))], lr=-1)
+
+
 def test_import_surface():
     assert "torch_npu.optim" in sys.modules and torch_npu.optim.NpuFusedAdam is NpuFusedAdam
     assert sorted(torch_npu.optim.__all__)[0] == "NpuFusedAdadelta" and len(torch_npu.optim.__all__) == 10
