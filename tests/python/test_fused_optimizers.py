@@ -476,6 +476,8 @@ def test_error_suffix_is_torch_npus(monkeypatch):
     assert "(PID:" in pta_error(ErrCode.TYPE) and "ERR00002 PTA invalid type" in pta_error(ErrCode.TYPE)
     monkeypatch.setenv("TORCH_NPU_COMPACT_ERROR_OUTPUT", "1")
     assert pta_error(ErrCode.VALUE) == ""
+    monkeypatch.setenv("TORCH_NPU_COMPACT_ERROR_OUTPUT", "yes")  # never an error of its own
+    assert pta_error(ErrCode.VALUE) == ""
     with pytest.raises(ValueError, match="Invalid learning rate: -1$"):  # nothing after the message
         NpuFusedAdam([torch.nn.Parameter(_randn(2))], lr=-1)
 

@@ -80,7 +80,9 @@ def _is_interactive() -> bool:
 
 
 def _format_error_msg(submodule: _SubModuleID, error: ErrCode) -> str:
-    if int(os.getenv("TORCH_NPU_COMPACT_ERROR_OUTPUT", "0")) or _is_interactive():
+    # Read leniently: this runs while an error is being raised, and must not
+    # replace it with a ValueError of its own (torch_npu's int() would).
+    if os.getenv("TORCH_NPU_COMPACT_ERROR_OUTPUT", "0").strip() not in ("", "0") or _is_interactive():
         return ""
     return (
         f"\n[ERROR] {time.strftime('%Y-%m-%d-%H:%M:%S', time.localtime())} "
