@@ -146,6 +146,7 @@ bench: build
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_debugging.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_streams.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_sanitizer.py
+	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_optim.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_racecheck.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_distributed.py
 	PYTHONPATH=$(CURDIR) $(VPY) benchmarks/bench_expandable.py

@@ -44,6 +44,8 @@ from . import distributed  # noqa: E402  (registers torch.distributed's "hccl" b
 # loaded on first use by __getattr__ below: it imports FSDP.
 from ._C._distributed_c10d import ParallelStore  # noqa: E402,F401
 from .utils import _dynamo  # noqa: E402
+from . import optim  # noqa: E402  (its optimizer modules are imported on first use)
+from .utils.combine_tensors import get_storage_size, npu_change_data_ptr  # noqa: E402,F401
 
 # Dynamo's npu interface and stream tracing, set up when torch._dynamo is
 # first imported (importing it here would cost seconds).

@@ -12,6 +12,7 @@
 #include "aten/OpLauncher.h"
 #include "core/NPUAllocatorConfig.h"
 #include "core/NPUCachingAllocator.h"
+#include "core/NPUChangeDataPtr.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 #include "core/NPUPluggableAllocator.h"
@@ -145,6 +146,15 @@ void initMemoryHistory(py::module_& m);       // MemoryHistory.cpp
 void initPluggableAllocator(py::module_& m);  // PluggableAllocator.cpp
 
 void initMemory(py::module_& m) {
+  // torch_npu.npu_change_data_ptr / get_storage_size (torch_npu/utils/combine_tensors.py).
+  // The first may wait for the device: Note [Storages moved into a combined buffer].
+  m.def(
+      "_npu_changeDataPtr",
+      [](const at::Tensor& dst, const at::Tensor& src, int64_t index) {
+        changeDataPtr(dst, src, index);
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_storageSize", &storageSize);
   m.def("_npu_memoryStats", &memoryStats);
   // torch_npu's name; the observer gets (device, requested bytes, device total, device free).
   m.def("_npu_attach_out_of_memory_observer", &attachOutOfMemoryObserver);
