@@ -12,6 +12,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "aten/OpLauncher.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
@@ -55,20 +57,22 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                            c10::dtype_or_default(dtype));
 }
 
-// Grows a storage to at least `nbytes`, keeping its contents. The copy of the
-// old bytes is queued on the current stream, so it is ordered after every
-// write already queued there; the old memory lives until that copy ran. The
-// storage changes only once the copy is queued: if anything raises before,
-// the storage (and the tensor) are as they were.
-void growStorage(const c10::Storage& storage, size_t nbytes) {
-  if (nbytes <= storage.nbytes()) return;
+// Replaces a storage's memory by `nbytes` of fresh memory (none for 0) that
+// holds the first min(old, new) bytes. The copy of the kept bytes is queued on
+// the current stream, so it is ordered after every write already queued
+// there; the old memory lives until that copy ran (with nothing to copy it is
+// freed at once, stream-ordered like any free: Note [Task captures and memory
+// reuse]). The storage changes only once the copy is queued: if anything
+// raises before, the storage (and its tensors) are as they were.
+void reallocateStorage(const c10::Storage& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable",
               NPU_ERROR_SUFFIX);
   const c10::DeviceIndex device = storage.device().index();
-  c10::DataPtr fresh = NPUCachingAllocator::allocate(nbytes, device);
+  c10::DataPtr fresh = nbytes > 0 ? NPUCachingAllocator::allocate(nbytes, device)
+                                  : c10::DataPtr(nullptr, storage.device());
   auto& mutableStorage = const_cast<c10::Storage&>(storage);
-  const size_t oldBytes = storage.nbytes();
-  if (oldBytes > 0 && storage.data() != nullptr) {
+  const size_t keptBytes = std::min(storage.nbytes(), nbytes);
+  if (keptBytes > 0 && storage.data() != nullptr) {
     // The task reads the old bytes through `src`; `old` takes the old
     // DataPtr once the launch succeeded, and keeps it until the task ran.
     auto old = std::make_shared<c10::DataPtr>();
@@ -78,12 +82,24 @@ void growStorage(const c10::Storage& storage, size_t nbytes) {
     access.reads.push_back(storage.getWeakStorageImpl());
     access.writes.push_back(TaskAccess::Write{storage.getWeakStorageImpl(), false});
     launchKernel(getCurrentNPUStream(device), "aten::resize_", std::move(access),
-                 [old, src, dst, oldBytes] { std::memcpy(dst, src, oldBytes); });
+                 [old, src, dst, keptBytes] { std::memcpy(dst, src, keptBytes); });
     *old = mutableStorage.set_data_ptr(std::move(fresh));
   } else {
     mutableStorage.set_data_ptr_noswap(std::move(fresh));
   }
   mutableStorage.set_nbytes(nbytes);
+}
+
+// Tensor.resize_: a tensor's storage grows to at least `nbytes` and never
+// shrinks (as on CPU and CUDA).
+void growStorage(const c10::Storage& storage, size_t nbytes) {
+  if (nbytes > storage.nbytes()) reallocateStorage(storage, nbytes);
+}
+
+// UntypedStorage.resize_: exactly `nbytes`, shrinking too; 0 frees the memory
+// (FSDP frees its parameters' memory this way), as CUDA's resize_bytes does.
+void resizeStorageBytes(const c10::Storage& storage, size_t nbytes) {
+  if (nbytes != storage.nbytes()) reallocateStorage(storage, nbytes);
 }
 
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -153,7 +169,7 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
 }
 
 struct RegisterResizeHook {
-  RegisterResizeHook() { gResizeStorageBytes = &growStorage; }
+  RegisterResizeHook() { gResizeStorageBytes = &resizeStorageBytes; }
 } registerResizeHook;
 
 }  // namespace

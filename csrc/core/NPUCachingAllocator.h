@@ -87,6 +87,11 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream);
 // task on `stream` right after.
 bool aliasableByTask(const c10::DataPtr& ptr, const NPUStream& stream);
 
+// True if `ptr` is a live block of this allocator allocated on `stream`.
+// A query only: it records nothing. Thread-safe; the caller keeps `ptr` alive
+// during the call.
+bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream);
+
 // torch_npu.erase_stream: removes a use recorded with recordStream (not a
 // queued task's use of the block). Thread-safe.
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream);

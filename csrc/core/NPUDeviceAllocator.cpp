@@ -222,11 +222,16 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
   trace::streamRecorded(ptr.get(), stream);  // Note [Trace hooks]
 }
 
-bool aliasableByTask(const c10::DataPtr& ptr, const NPUStream& stream) {
-  Block* block = blockOf(ptr);
+bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream) {
+  const Block* block = blockOf(ptr);
   // device and stream are immutable while the block is allocated.
+  return block != nullptr && block->device == stream.device_index() && block->stream == stream.id();
+}
+
+bool aliasableByTask(const c10::DataPtr& ptr, const NPUStream& stream) {
+  if (isAllocatedOn(ptr, stream)) return true;
+  Block* block = blockOf(ptr);
   if (block == nullptr || block->device != stream.device_index()) return false;
-  if (block->stream == stream.id()) return true;
   // See Note [Tasks on other streams record their use].
   if (stream.isExternal() || graphs::recorderOf(stream) != nullptr || graphs::isCapturing(stream)) {
     return false;
