@@ -104,6 +104,11 @@ def _npu_tensor_on(index: int) -> torch.Tensor:
     return torch.ones(2, device=torch.device("npu", index))
 
 
+@torch.jit.script
+def _scripted_add(t: torch.Tensor, other: float) -> torch.Tensor:
+    return t + other
+
+
 def check_rpc(rank: int, world: int, store_path: str) -> None:
     torch.npu.set_device(rank)
     init = f"file://{store_path}"
@@ -151,6 +156,10 @@ def check_rpc_caller() -> None:
     assert y.device == torch.device("npu:0"), y.device
     _close(y, torch.arange(4.0) * 3, "remote().to_here()")
     assert rref.rpc_sync().size() == torch.Size([4])
+    # TorchScript function.
+    y = rpc.rpc_sync("worker1", _scripted_add, args=(x, 0.5))
+    assert y.device == torch.device("npu:0"), y.device
+    _close(y, torch.arange(4.0) + 0.5, "rpc_sync(TorchScript)")
     # CPU tensors travel as before.
     y = rpc.rpc_sync("worker1", torch.add, args=(torch.ones(2), 1))
     assert y.device.type == "cpu" and y.tolist() == [2.0, 2.0], y
