@@ -100,6 +100,14 @@ def _twice(t: torch.Tensor) -> torch.Tensor:
     return t * 2
 
 
+def _twice_slowly(t: torch.Tensor) -> torch.Tensor:
+    # Runs on the callee's receiving stream: the product is still queued
+    # when the function returns, and must be what is sent back.
+    stream = torch.npu.current_stream()
+    with _slow_stream(stream, 20_000):
+        return t * 2
+
+
 def _npu_tensor_on(index: int) -> torch.Tensor:
     return torch.ones(2, device=torch.device("npu", index))
 
@@ -179,6 +187,9 @@ def check_rpc_stream_order() -> None:
             y = rpc.rpc_async("worker1", _twice, args=(x,)).wait()
         y.add_(1)  # on the current stream, after the received data
         assert float(y.min().cpu()) == float(y.max().cpu()) == 15.0, (y.min(), y.max())
+        # The callee's result, still queued on its stream when it returns.
+        y = rpc.rpc_sync("worker1", _twice_slowly, args=(x,))
+        assert float(y.min().cpu()) == float(y.max().cpu()) == 14.0, (y.min(), y.max())
 
 
 def check_rpc_refusals() -> None:

@@ -13,12 +13,13 @@
 //  - torch's agent still computes, per tensor, the target device from the
 //    sender's device map (or the reverse map for a response), with torch's
 //    errors for a missing or incomplete map.
-//  - The writer (pipeWrite) sends every tensor as CPU bytes: npu tensors
-//    through the PrivateUse1 TensorPipe converter (TensorPipeNPUConverter.cpp:
-//    it waits for the tensor's stream, then hands TensorPipe the device
-//    memory itself, no copy). The target devices ride along as one more
-//    tensor at the end of the message, the trailer (one int64 per tensor,
-//    -1 for CPU, after a magic number).
+//  - The writer (pipeWrite) waits for the streams of the message's npu
+//    tensors (Note [An npu tensor is sent after its stream's work] in
+//    NPUTensorPipeAgent.cpp) and sends every tensor as CPU bytes: npu tensors
+//    through the PrivateUse1 TensorPipe converter (TensorPipeNPUConverter.cpp),
+//    which hands TensorPipe the device memory itself, no copy. The target
+//    devices ride along as one more tensor at the end of the message, the
+//    trailer (one int64 per tensor, -1 for CPU, after a magic number).
 //  - The reader strips the trailer and copies each tensor to its target npu
 //    device on the receiving streams (the request callback for requests, the
 //    send() future for responses), so the message that torch's RPC layer

@@ -36,6 +36,7 @@ using torch::distributed::rpc::WorkerInfo;
 // `inner` (torch's RequestCallbackImpl). Thread-safe as `inner` is.
 class NPURequestCallback final : public RequestCallback {
  public:
+  // Not thread-safe (construction).
   explicit NPURequestCallback(std::unique_ptr<RequestCallback> inner);
 
  private:
@@ -48,7 +49,7 @@ class NPURequestCallback final : public RequestCallback {
 class NPUTensorPipeAgent final : public torch::distributed::rpc::TensorPipeAgent {
  public:
   // As TensorPipeAgent's constructor; `cb` is wrapped in an
-  // NPURequestCallback.
+  // NPURequestCallback. Not thread-safe (construction).
   NPUTensorPipeAgent(const c10::intrusive_ptr<::c10d::Store>& store, std::string selfName,
                      torch::distributed::rpc::worker_id_t selfId, std::optional<int> worldSize,
                      TensorPipeRpcBackendOptions opts,
@@ -64,7 +65,9 @@ class NPUTensorPipeAgent final : public torch::distributed::rpc::TensorPipeAgent
 
  protected:
   // Writes `message` with every tensor as CPU bytes and the target devices
-  // in its trailer. Called by torch's agent for requests and responses.
+  // in its trailer, after the streams of its npu tensors ran their work (a
+  // failure there is reported through `fn`). Called by torch's agent for
+  // requests and responses, from any thread: thread-safe.
   void pipeWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe,
                  const c10::intrusive_ptr<Message>& message, std::vector<c10::Device>&& devices,
                  std::vector<c10::Stream> streams,
