@@ -10,7 +10,10 @@ the same program runs across machines with torchrun's rendezvous.
 
 As torch_npu does, importing it also puts torch_npu's versions of a few
 torch.distributed functions in place (``distributed_c10d``): they serve hccl
-groups and hand everything else to PyTorch's.
+groups and hand everything else to PyTorch's; gives
+``torch.distributed.nn.functional``'s all-gather a gradient with hccl
+(``nn.functional``); and registers the ``NPU_TENSORPIPE`` RPC backend
+(``rpc``).
 """
 
 from typing import Optional
@@ -19,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from .._C._distributed_c10d import ParallelStore, ProcessGroupHCCL
-from . import distributed_c10d
+from . import distributed_c10d, nn, rpc
 from ._verify_params import _verify_params_across_processes
 from .distributed_c10d import is_hccl_available, reinit_process_group
 
@@ -82,6 +85,9 @@ def _install() -> None:
         module.gather_object = npu_c10d._gather_object
     dist.is_hccl_available = is_hccl_available
     dist.reinit_process_group = reinit_process_group
+    torch.distributed.nn.functional._AllGatherBase.backward = staticmethod(  # type: ignore[method-assign]
+        nn.functional._allgather_base_backward_hccl
+    )
 
 
 _register()
