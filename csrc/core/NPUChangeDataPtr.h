@@ -20,9 +20,12 @@
 //    the caching allocator handed out on that stream as an alias of the old
 //    pointer, and whatever reuses the freed block runs behind it (Note [Task
 //    captures and memory reuse] in csrc/aten/OpTask.cpp). Any other storage
-//    (memory of another stream, memory already moved into a buffer) may be
-//    held by a queued task by reference, and such a task reads the storage's
-//    pointer when it runs: it would read the new memory. So for those the
+//    may be held by a queued task by reference (memory already moved into a
+//    buffer; memory of another stream that a task of an external or
+//    capturing stream uses, Note [Tasks on other streams record their use]),
+//    and such a task reads the storage's pointer when it runs: it would read
+//    the new memory. So for those (conservatively: for every storage whose
+//    memory is not a block of the current stream) the
 //    call first waits for the device (a host sync, counted under
 //    "npu_change_data_ptr", Note [Host syncs of the op path]). The fused
 //    optimizers combine fresh tensors of the current stream, which never
