@@ -355,6 +355,8 @@ void initGraphs(py::module_& m);   // Graphs.cpp
 void initHostCallbacks(py::module_& m);  // HostCallbacks.cpp
 void initTrace(py::module_& m);          // Trace.cpp
 void initDistributed(py::module_& m);    // Distributed.cpp
+void initLogging(py::module_& m);        // Logging.cpp
+void initFlopCount(py::module_& m);      // FlopCount.cpp
 }  // namespace c10_npu::python
 
 PYBIND11_MODULE(_C, m) {
@@ -366,4 +368,6 @@ PYBIND11_MODULE(_C, m) {
   c10_npu::python::initHostCallbacks(m);
   c10_npu::python::initTrace(m);
   c10_npu::python::initDistributed(m);
+  c10_npu::python::initLogging(m);
+  c10_npu::python::initFlopCount(m);
 }
