@@ -2,5 +2,6 @@
 
 from . import syncbatchnorm  # torch_npu exports the submodule at import
 from .collect_env import get_cann_version
+from .flops_count import _FlopsCounter as FlopsCounter
 
-__all__ = ["get_cann_version"]
+__all__ = ["get_cann_version", "FlopsCounter"]
