@@ -24,11 +24,12 @@
 // of the call on the generic op path.
 #pragma once
 
-#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <atomic>
 #include <cstdint>
+
+#include "aten/flopcount/FlopCountContext.h"
 
 namespace c10_npu::aten::detail {
 
@@ -61,13 +62,8 @@ void logOpTime(uint32_t observers, const char* name, int64_t nanoseconds);
 // Adds `flops()` to the FLOP counter if `observers` has kFlopCount (the
 // formula runs only then). Thread-safe.
 template <typename Flops>
-void countFlops(uint32_t observers, Flops&& flops);
-
-}  // namespace c10_npu::aten::detail
-
-#include "aten/flopcount/FlopCountContext.h"
-
-template <typename Flops>
-void c10_npu::aten::detail::countFlops(uint32_t observers, Flops&& flops) {
+void countFlops(uint32_t observers, Flops&& flops) {
   if ((observers & kFlopCount) != 0) FlopCountContext::GetInstance().record(flops());
 }
+
+}  // namespace c10_npu::aten::detail
