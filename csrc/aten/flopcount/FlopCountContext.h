@@ -38,6 +38,7 @@ class FlopCountContext {
   // Thread-safe: counts of ops from several threads add up.
   void record(int64_t flops) noexcept;
 
+  // The counts so far. Thread-safe.
   int64_t recordedCount() const noexcept { return recorded_.load(std::memory_order_relaxed); }
   int64_t traversedCount() const noexcept { return traversed_.load(std::memory_order_relaxed); }
 
