@@ -230,6 +230,7 @@ print("done")
 """
 
 
+@pytest.mark.subprocess
 def test_torch_npu_logs_rank_and_env_in_one_process():
     # TORCH_NPU_LOGS with TORCH_LOGS' syntax, RANK in the prefix, the env
     # logger (each variable once), and set_logs ignored while the variable is
@@ -255,6 +256,7 @@ print("done")
     assert sum(m.startswith("PTA CachingAllocator malloc: malloc = 4096,") for m in messages) >= 2, err
 
 
+@pytest.mark.subprocess
 def test_logs_filter_keeps_and_drops_by_keyword():
     err = _stderr_of(WORKLOAD, {"TORCH_NPU_LOGS": "+dispatch", "TORCH_NPU_LOGS_FILTER": " +aten::m , -aten::mm,x"})
     messages = npu_lines(err)
@@ -263,6 +265,7 @@ def test_logs_filter_keeps_and_drops_by_keyword():
     assert not any("aten::add_" in m or "aten::nonzero" in m for m in messages), err  # not kept by +aten::m
 
 
+@pytest.mark.subprocess
 def test_torch_logs_all_turns_the_npu_loggers_on():
     # TORCH_LOGS is parsed by `import torch`, before torch_npu's names exist;
     # "+all" sets "torch", the level of every logger without one of its own.
@@ -272,6 +275,7 @@ def test_torch_logs_all_turns_the_npu_loggers_on():
     assert any(m.startswith("Op aten::mul: asynchronous path") for m in messages), err
 
 
+@pytest.mark.subprocess
 def test_nothing_is_logged_without_settings():
     err = _stderr_of(WORKLOAD, {"FOO_TEST": "bar"})
     assert npu_lines(err) == [] and "get env" not in err, err
