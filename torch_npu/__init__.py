@@ -23,11 +23,18 @@ def _autoload() -> None:
 
 import torch  # noqa: E402
 
+# Logs each environment variable read from here on (TORCH_NPU_LOGS=env), as
+# torch_npu does: first, to see the reads of initialisation.
+from .utils import patch_getenv as _patch_getenv  # noqa: E402,F401
 from .version import __version__  # noqa: E402
 
 # Loads the native libraries: registers the guard, hooks, allocator,
 # generator and every op kernel for PrivateUse1.
 from . import _C  # noqa: F401
+from ._logging import _internal as _logging_internal  # noqa: E402
+
+# torch_npu's log names in torch._logging, TORCH_NPU_LOGS, set_logs -> C++.
+_logging_internal._init()
 
 torch.utils.rename_privateuse1_backend("npu")
 

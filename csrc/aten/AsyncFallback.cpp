@@ -21,6 +21,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,11 +30,13 @@
 #include "aten/AsyncFallback.h"
 #include "aten/OpArgs.h"
 #include "aten/OpLauncher.h"
+#include "aten/OpObservers.h"
 #include "aten/OpPlan.h"
 #include "aten/OpTask.h"
 #include "aten/OutputMetadata.h"
 #include "aten/SynchronousOp.h"
 #include "aten/WrappedNumbers.h"
+#include "aten/flopcount/CountedProducts.h"
 #include "aten/sparse/SparseOpPath.h"
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
@@ -287,7 +290,9 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   return true;
 }
 
-void npuFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, Stack* stack) {
+// Runs the op on its device; returns whether it took the asynchronous path,
+// and the device in `device`.
+bool runOnOpPath(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex& device) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   DeviceFinder finder{op};
@@ -307,9 +312,41 @@ void npuFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, St
                               "through its CPU kernel, and this one has none (it is specific to "
                               "another backend).",
                               NPU_ERROR_SUFFIX);
+  device = finder.device;
   if (finder.sawCpuTensor || !tryRunAsync(op, stack, finder.device, info)) {
     runSynchronously(op, stack, finder.device, info);
+    return false;
   }
+  return true;
+}
+
+// The op path with its observers (Note [Op observers]): counted and logged
+// after it ran, so that an op that raised is neither.
+void runObserved(const c10::OperatorHandle& op, Stack* stack, uint32_t observers) {
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<CountedProduct> product;
+  if ((observers & kFlopCount) != 0) {
+    product = countedProduct(op, torch::jit::last(*stack, op.schema().arguments().size()));
+  }
+  c10::DeviceIndex device = -1;
+  const bool async = runOnOpPath(op, stack, device);
+  if (product.has_value()) countFlops(observers, [&] { return product->flops(); });
+  const char* name = op.schema().name().c_str();
+  logOpPath(observers, name, async, device);
+  logOpTime(observers, name,
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::steady_clock::now() - start)
+                .count());
+}
+
+void npuFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, Stack* stack) {
+  // One relaxed load and a branch when nothing observes (Note [Op observers]).
+  if (const uint32_t observers = activeOpObservers(); observers != 0) [[unlikely]] {
+    runObserved(op, stack, observers);
+    return;
+  }
+  c10::DeviceIndex device = -1;
+  (void)runOnOpPath(op, stack, device);
 }
 
 }  // namespace

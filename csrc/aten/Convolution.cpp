@@ -25,11 +25,17 @@
 
 #include "aten/HostMathTask.h"
 #include "aten/OpLauncher.h"
+#include "aten/OpObservers.h"
+#include "aten/flopcount/FlopCounter.h"
 #include "core/NPUException.h"
 #include "core/NPUStream.h"
 
 namespace c10_npu::aten {
 namespace {
+
+using detail::activeOpObservers;
+using detail::countFlops;
+using detail::logOpPath;
 
 // Note [Convolution arguments are checked at the call]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -168,6 +174,11 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
                    return {at::convolution(in[0], in[1], b, p.stride, p.padding, p.dilation,
                                            p.transposed, p.outputPadding, p.groups)};
                  });
+  if (const uint32_t observers = activeOpObservers(); observers != 0) [[unlikely]] {
+    // Note [Op observers]
+    countFlops(observers, [&] { return FlopCounter::conv_flop(input, weight, transposed, output); });
+    logOpPath(observers, kForward, /*async=*/true, device);
+  }
   return output;
 }
 
@@ -207,6 +218,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
                          outputMask);
                      return {gi, gw, gb};
                    });
+  }
+  if (const uint32_t observers = activeOpObservers(); observers != 0) [[unlikely]] {
+    // Note [Op observers]
+    countFlops(observers, [&] {
+      return FlopCounter::conv_backward_flop(gradOutput, input, weight, transposed, outputMask,
+                                             gradInput, gradWeight);
+    });
+    logOpPath(observers, kBackward, /*async=*/true, device);
   }
   return {gradInput, gradWeight, gradBias};
 }

@@ -27,14 +27,17 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <vector>
 
 #include "aten/AsyncFallback.h"
 #include "aten/HostMathTask.h"
 #include "aten/OpArgs.h"
 #include "aten/OpLauncher.h"
+#include "aten/OpObservers.h"
 #include "aten/OpPlan.h"
 #include "aten/OutputMetadata.h"
+#include "aten/flopcount/CountedProducts.h"
 #include "core/NPUStream.h"
 
 namespace c10_npu::aten {
@@ -88,6 +91,10 @@ void halfProductInFloat(const c10::OperatorHandle& op, c10::DispatchKeySet /*key
     pattern.push_back(v.isTensor() ? c10::IValue() : v);
   }
   const c10::DeviceIndex device = commonNpuDevice(op.schema().name().c_str(), operands);
+  // Note [Op observers]: the generic path observes the other calls.
+  const uint32_t observers = detail::activeOpObservers();
+  std::optional<CountedProduct> product;
+  if ((observers & detail::kFlopCount) != 0) [[unlikely]] product = countedProduct(op, args);
   at::Tensor out = emptyNpu(result.sizes, result.strides, at::kHalf, device);
   if (out.numel() != 0) {
     launchHostMath(getCurrentNPUStream(device), op.schema().name().c_str(), operands, {out},
@@ -105,6 +112,10 @@ void halfProductInFloat(const c10::OperatorHandle& op, c10::DispatchKeySet /*key
                      op.redispatchBoxed(detail::kCpuKeys, &s);
                      return {s.at(0).toTensor()};
                    });
+  }
+  if (observers != 0) [[unlikely]] {
+    if (product.has_value()) detail::countFlops(observers, [&] { return product->flops(); });
+    detail::logOpPath(observers, op.schema().name().c_str(), /*async=*/true, device);
   }
   torch::jit::drop(*stack, nargs);
   stack->emplace_back(std::move(out));

@@ -102,6 +102,7 @@
 #include "core/NPUException.h"
 #include "core/NPUFunctions.h"
 #include "core/TaskQueue.h"
+#include "core/logging/Loggers.h"
 #include "npurt/npurt.hpp"
 #include "npurt/npurt_stream_idle.h"
 
@@ -208,6 +209,10 @@ void DeviceState::free(Block* block) {
     if (block->oversize) stats_.oversize_allocations.decrease(1);
     // Note [Allocations in the profiler]
     reportToProfiler(block, -static_cast<int64_t>(block->size));
+    TORCH_NPU_LOGD(npu_logging::kMemoryLogger,
+                   "PTA CachingAllocator free: free = %zu, cached = %lld, allocated = %lld",
+                   block->size, static_cast<long long>(stats_.reserved_bytes[kAggregateStat].current),
+                   static_cast<long long>(stats_.allocated_bytes[kAggregateStat].current));
     if (block->uses.empty() && block->rawEvents.empty()) {
       freeBlock(block);
       return;

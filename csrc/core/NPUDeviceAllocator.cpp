@@ -17,6 +17,7 @@
 #include "core/NPUPluggableAllocator.h"
 #include "core/NPUTrace.h"
 #include "core/graphs/CaptureRegistry.h"
+#include "core/logging/Loggers.h"
 #include "npurt/npurt.hpp"
 
 namespace c10_npu::NPUCachingAllocator {
@@ -256,7 +257,11 @@ void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
 void emptyCache(c10::MempoolId_t pool) {
   detail::ReleaseRequest request;
   if (pool.first != 0 || pool.second != 0) request.onlyPool = pool;
+  TORCH_NPU_LOGI(npu_logging::kMemoryLogger, "emptyCache: mempool_id={%llu, %llu}",
+                 static_cast<unsigned long long>(pool.first),
+                 static_cast<unsigned long long>(pool.second));
   for (const auto& state : allocator().devices()) state->releaseCached(request);
+  TORCH_NPU_LOGI(npu_logging::kMemoryLogger, "emptyCache success.");
   if (auto* pluggable = NPUPluggableAllocator::current(); pluggable != nullptr) {
     pluggable->emptyCache();
   }

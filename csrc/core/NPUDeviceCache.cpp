@@ -13,6 +13,7 @@
 #include "core/NPUFunctions.h"
 #include "core/RaceCheck.h"
 #include "core/TaskQueue.h"
+#include "core/logging/Loggers.h"
 
 namespace c10_npu::NPUCachingAllocator::detail {
 namespace {
@@ -183,6 +184,10 @@ void DeviceState::markAllocated(Block* block, size_t requested, const AllocatorC
   block->oversize = block->size >= config.maxSplitSize;
   if (block->oversize) stats_.oversize_allocations.increase(1);
   reportToProfiler(block, size);
+  TORCH_NPU_LOGD(npu_logging::kMemoryLogger,
+                 "PTA CachingAllocator malloc: malloc = %zu, cached = %lld, allocated = %lld",
+                 block->size, static_cast<long long>(stats_.reserved_bytes[kAggregate].current),
+                 static_cast<long long>(stats_.allocated_bytes[kAggregate].current));
 }
 
 Block* DeviceState::tryAllocate(size_t size, const NPUStream& stream,
@@ -270,6 +275,8 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
     }
     if (block == nullptr) {
       runOutOfMemoryObservers(device_, nbytes);  // unlocked: observers may take the GIL
+      // INFO, not torch_npu's ERROR: the exception carries the same text.
+      TORCH_NPU_LOGI(npu_logging::kMemoryLogger, "%s", message.c_str());
       TORCH_CHECK_WITH(OutOfMemoryError, false, message, NPU_ERROR_SUFFIX);
     }
   }

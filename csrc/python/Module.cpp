@@ -356,6 +356,8 @@ void initHostCallbacks(py::module_& m);  // HostCallbacks.cpp
 void initTrace(py::module_& m);          // Trace.cpp
 void initDistributed(py::module_& m);    // Distributed.cpp
 void initDistributedRpc(py::module_& m);  // DistributedRpc.cpp
+void initLogging(py::module_& m);        // Logging.cpp
+void initFlopCount(py::module_& m);      // FlopCount.cpp
 }  // namespace c10_npu::python
 
 PYBIND11_MODULE(_C, m) {
@@ -368,4 +370,6 @@ PYBIND11_MODULE(_C, m) {
   c10_npu::python::initTrace(m);
   c10_npu::python::initDistributed(m);
   c10_npu::python::initDistributedRpc(m);
+  c10_npu::python::initLogging(m);
+  c10_npu::python::initFlopCount(m);
 }

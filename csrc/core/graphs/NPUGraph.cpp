@@ -13,6 +13,7 @@
 #include "core/NPUException.h"
 #include "core/NPUGenerator.h"
 #include "core/TaskQueue.h"
+#include "core/logging/Loggers.h"
 
 namespace c10_npu {
 namespace {
@@ -97,6 +98,7 @@ void waitForQueue(const NPUStream& stream) {
 NPUGraph::~NPUGraph() { reset(); }
 
 void NPUGraph::capture_begin(c10::MempoolId_t pool, npuStreamCaptureMode mode) {
+  TORCH_NPU_LOGD(npu_logging::kNPUGraphLogger, "NPUGRAPH Capture begin");
   TORCH_CHECK(queue::config().mode != queue::Mode::kBusyPoll,
               "Do not support TASK_QUEUE_ENABLE = 2 during NPU graph capture, please "
               "export TASK_QUEUE_ENABLE=1/0.",
@@ -135,6 +137,13 @@ void NPUGraph::capture_begin(c10::MempoolId_t pool, npuStreamCaptureMode mode) {
     auto recorder = graphs::recorderOf(s);
     return recorder != nullptr && recorder->captureId == id;
   });
+  TORCH_NPU_LOGD(npu_logging::kNPUGraphLogger,
+                 "NPUGRAPH Capture begin done: capture_id=%llu, capture_dev=%d, "
+                 "mempool_id=(%llu,%llu), stream=%lld, capture_mode=%d",
+                 static_cast<unsigned long long>(id), static_cast<int>(device_),
+                 static_cast<unsigned long long>(mempoolId_.first),
+                 static_cast<unsigned long long>(mempoolId_.second),
+                 static_cast<long long>(stream.id()), static_cast<int>(mode));
 }
 
 void NPUGraph::endCaptureOnError() noexcept {
@@ -150,6 +159,7 @@ void NPUGraph::endCaptureOnError() noexcept {
 }
 
 void NPUGraph::capture_end() {
+  TORCH_NPU_LOGD(npu_logging::kNPUGraphLogger, "NPUGRAPH Capture end");
   const NPUStream stream = getCurrentNPUStream(device_ >= 0 ? device_ : -1);
   external::checkManagedOnly(stream, "NPUGraph::capture_end");
   TORCH_CHECK(!captureStream_.has_value() || stream == *captureStream_,
@@ -193,6 +203,9 @@ void NPUGraph::capture_end() {
   exec_ = exec;
   capturing_ = false;
   hasGraphExec_ = true;
+  TORCH_NPU_LOGD(npu_logging::kNPUGraphLogger,
+                 "NPUGRAPH Capture end done: nodes=%zu, has_graph_exec=%d", nodes,
+                 static_cast<int>(hasGraphExec_));
 }
 
 void NPUGraph::queueRngState(const NPUStream& stream) {
@@ -214,6 +227,8 @@ void NPUGraph::queueRngState(const NPUStream& stream) {
 }
 
 void NPUGraph::replay() {
+  TORCH_NPU_LOGD(npu_logging::kNPUGraphLogger, "NPUGRAPH Replay device=%d",
+                 static_cast<int>(device_));
   TORCH_CHECK(hasGraphExec_, "Called NPUGraph::replay without a preceding successful capture.");
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
   const NPUStream stream = getCurrentNPUStream(device_);
