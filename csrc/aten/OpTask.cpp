@@ -167,7 +167,7 @@ TaskAccess opAccess(const Stack& args, const OpInfo& info, const std::vector<at:
 // holding one block per queued op (and the device from walking through cold
 // memory). A block of another stream could be handed to work that does not
 // wait for this task, so the allocator records the task's use first (Note
-// [Tasks on other streams record their use] in csrc/core/NPUCachingAllocator.cpp):
+// [Tasks on other streams record their use] in csrc/core/NPUStreamUses.cpp):
 // the free itself happens when the program drops the tensor, where the stream
 // sanitizer checks for a missing record_stream, and the block waits for the
 // task before it is reused. Memory the allocator does not manage, and blocks

@@ -64,7 +64,7 @@ size_t roundSize(size_t nbytes);
 size_t segmentSize(size_t size, size_t largeSegment);
 
 // A runtime event recorded directly with npurt (not through the task queue).
-// See Note [Allocator events on external streams] in NPUCachingAllocator.cpp.
+// See Note [Allocator events on external streams] in NPUStreamUses.cpp.
 // Shared: the destroy callback records one event on a dying stream for every
 // block that used it.
 class RawEvent {

@@ -7,8 +7,10 @@
 //   NPUDeviceCache.cpp        allocate, split, merge, release, garbage collection
 //   NPUAllocatorStats.cpp     statistics, the memory fraction, the out-of-memory message
 //   NPUPrivatePools.cpp       private pools (graph capture, MemPool)
-//   NPUCachingAllocator.cpp   frees across streams: record_stream, pending
-//                             events, external streams, the lock-ordering Notes
+//   NPUCachingAllocator.cpp   frees across streams: pending events, the
+//                             lock-ordering Notes, the device registry
+//   NPUStreamUses.cpp         which streams use a block: record_stream,
+//                             queued tasks, erase_stream, external streams
 //   NPUDeviceAllocator.cpp    the c10::DeviceAllocator facade and public functions
 //   NPUAllocatorConfig.h/.cpp PYTORCH_NPU_ALLOC_CONF
 //   NPUPluggableAllocator.h/.cpp  user allocators (current allocator, pool segments)
@@ -123,6 +125,11 @@ class DeviceState {
 
   // --- NPUCachingAllocator.cpp --- (all thread-safe)
   void free(Block* block);
+  // Moves pending blocks whose events completed back to their pools; with
+  // `synchronize`, waits for all of them. Takes the lock itself.
+  void processPending(bool synchronize);
+
+  // --- NPUStreamUses.cpp --- (all thread-safe)
   void recordStream(Block* block, const NPUStream& stream);
   // Note [Tasks on other streams record their use]: `stream` is managed and
   // not the block's own.
@@ -133,9 +140,6 @@ class DeviceState {
   // Replaces every use of `handle` by `event` (nullptr: the stream was
   // synchronized instead).
   void replaceUses(npuStream_t handle, const std::shared_ptr<RawEvent>& event);
-  // Moves pending blocks whose events completed back to their pools; with
-  // `synchronize`, waits for all of them. Takes the lock itself.
-  void processPending(bool synchronize);
 
  private:
   // NPUPrivatePools.cpp; takes the lock: a block of a use_on_oom pool,

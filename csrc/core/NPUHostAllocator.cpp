@@ -18,10 +18,10 @@
 // streams are refused by the queue's record task in compat mode, so for them
 // the queue is drained and a runtime event is recorded directly on the raw
 // handle (see Note [Allocator events on external streams] in
-// NPUCachingAllocator.cpp). Events are recorded at once, so a destroyed
+// NPUStreamUses.cpp). Events are recorded at once, so a destroyed
 // external stream is never touched later.
-#include "core/NPUCachingAllocator.h"
 #include <ATen/core/CachingHostAllocator.h>
+#include "core/NPUCachingAllocator.h"
 
 #include <c10/util/Exception.h>
 
