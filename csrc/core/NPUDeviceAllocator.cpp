@@ -230,9 +230,10 @@ bool isAllocatedOn(const c10::DataPtr& ptr, const NPUStream& stream) {
 }
 
 bool aliasableByTask(const c10::DataPtr& ptr, const NPUStream& stream) {
-  if (isAllocatedOn(ptr, stream)) return true;
   Block* block = blockOf(ptr);
+  // device and stream are immutable while the block is allocated.
   if (block == nullptr || block->device != stream.device_index()) return false;
+  if (block->stream == stream.id()) return true;
   // See Note [Tasks on other streams record their use].
   if (stream.isExternal() || graphs::recorderOf(stream) != nullptr || graphs::isCapturing(stream)) {
     return false;
