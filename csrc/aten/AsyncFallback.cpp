@@ -194,15 +194,16 @@ Stack makeOutputs(const Stack& args, const OpInfo& info, const MetaResult& metaR
   return results;
 }
 
-// Note [Op tasks fit the host's allocation cache]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The task object is the one allocation of an eager op's task that the host
-// makes and an executor frees (Note [Aliases are made where the kernel
-// runs] in DeferredArgs.h). glibc serves blocks up to 1032 bytes from
-// per-thread caches; a bigger task takes the arena's locked path on both
-// threads at every op. DeferredArgs' bounds keep the task below that.
+// Op tasks live in npuTaskDataAlloc's recycled blocks (Note [Op tasks are
+// recycled, not malloc'd] in OpLauncher.h); 1 KiB bounds the memory each
+// queued op holds.
 static_assert(sizeof(KernelTask<OpTask>) <= 1024 && sizeof(KernelTask<OutOpTask>) <= 1024,
-              "Note [Op tasks fit the host's allocation cache]");
+              "an op task outgrew its pool block size class");
+
+// The task's copy of the arguments, moved out of `args`.
+TaskArgs taskArgs(Stack& args) {
+  return TaskArgs(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+}
 
 // 4. Queues the op's task on the current stream. `args` are moved into it.
 void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
@@ -239,7 +240,7 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
     std::unique_ptr<const ReplayArgs> replay;
     if (recorded) replay = std::make_unique<const ReplayArgs>(op, args, computeArgs);
     launchKernel(stream, name, std::move(access),
-                 OutOpTask{op, *info.functionalVariant, std::move(args), computeArgs,
+                 OutOpTask{op, *info.functionalVariant, taskArgs(args), computeArgs,
                            info.generatorArg, seed, &info, std::move(replay), std::move(deferred)},
                  releaseOn);
     return;
@@ -262,7 +263,7 @@ void launchOpTask(const c10::OperatorHandle& op, Stack args, const OpInfo& info,
   if (recorded) replay = std::make_unique<const ReplayArgs>(op, args, args.size());
   launchKernel(
       stream, name, std::move(access),
-      OpTask{op, std::move(args), freshTaken ? std::vector<at::Tensor>() : std::move(fresh), outOp,
+      OpTask{op, taskArgs(args), freshTaken ? std::vector<at::Tensor>() : std::move(fresh), outOp,
              info.generatorArg, seed, &info, std::move(replay), std::move(deferred)},
       releaseOn);
 }
@@ -333,10 +334,10 @@ void runObserved(const c10::OperatorHandle& op, Stack* stack, uint32_t observers
   if (product.has_value()) countFlops(observers, [&] { return product->flops(); });
   const char* name = op.schema().name().c_str();
   logOpPath(observers, name, async, device);
-  logOpTime(observers, name,
-            std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::steady_clock::now() - start)
-                .count());
+  logOpTime(
+      observers, name,
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
 }
 
 void npuFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, Stack* stack) {

@@ -4,6 +4,7 @@
 #include <ATen/ScalarOps.h>
 #include <c10/util/complex.h>
 
+#include <new>
 #include <type_traits>
 
 #include "aten/WrappedNumbers.h"
@@ -78,7 +79,7 @@ bool DeferredArgs::take(Stack& stack, size_t index, bool aliasable,
   if (t.device().type() == c10::DeviceType::PrivateUse1) {
     if (!aliasable || !AliasSnapshot::possible(t)) return false;
     e.isAlias = true;
-    e.alias = AliasSnapshot(t);
+    ::new (&e.alias) AliasSnapshot(t);
   } else if (readWrappedNumber(t, e.number)) {
     e.isAlias = false;
     // Eager tasks convert only where that cannot be inexact (see the note).

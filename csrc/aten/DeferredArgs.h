@@ -46,8 +46,8 @@ namespace c10_npu::aten::detail {
 
 class DeferredArgs {
  public:
-  // Bounded so that a task holding them stays within glibc's per-thread
-  // cache (see the size check in AsyncFallback.cpp).
+  // Bounded so that a task holding them stays within a 1 KiB block (the
+  // size check in AsyncFallback.cpp): the memory a queued op holds.
   static constexpr size_t kMaxArgs = 3;
   static constexpr size_t kMaxOutputs = 2;
 
@@ -91,11 +91,15 @@ class DeferredArgs {
     double imag;
     int64_t integral;
   };
+  // Trivially destructible; take() constructs the member it sets.
   struct Entry {
-    uint32_t index;
-    bool isAlias;  // else a wrapped number
-    AliasSnapshot alias;
-    WrappedNumber number;
+    Entry() : number{} {}
+    uint32_t index = 0;
+    bool isAlias = false;  // which member of the union is set
+    union {
+      AliasSnapshot alias;
+      WrappedNumber number;
+    };
   };
 
   static bool readWrappedNumber(const at::Tensor& t, WrappedNumber& number);

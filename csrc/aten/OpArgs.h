@@ -8,6 +8,7 @@
 #include <ATen/core/jit_type.h>
 #include <ATen/core/operator_name.h>
 #include <c10/core/DispatchKeySet.h>
+#include <c10/util/SmallVector.h>
 
 #include <optional>
 #include <string>
@@ -17,6 +18,10 @@ namespace c10_npu::aten::detail {
 
 using c10::IValue;
 using Stack = std::vector<IValue>;
+// The arguments an op task captures: inline up to a typical op's count, so
+// that the host makes no allocation an executor frees (Note [Op tasks are
+// recycled, not malloc'd] in OpLauncher.h).
+using TaskArgs = c10::SmallVector<IValue, 6>;
 
 constexpr c10::DispatchKeySet kCpuKeys(c10::DispatchKey::CPU);
 constexpr c10::DispatchKeySet kMetaKeys(c10::DispatchKey::Meta);

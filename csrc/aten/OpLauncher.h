@@ -100,6 +100,20 @@ namespace detail {
 // (ReleaseOn::kAnyThread, decided at enqueue by whoever built the captures)
 // is destroyed by the executor that ran it. A task recorded into a graph is
 // always parked, as its release comes with the graph's destruction.
+//
+// Note [Op tasks are recycled, not malloc'd]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A task object is made on the host thread and, by the note above, usually
+// destroyed on an executor. glibc's malloc serves that pattern from its
+// arena under a lock on both sides, and on a 2-CPU machine the two threads
+// met at that lock on nearly every op: the host spent a third of its time
+// waking an executor blocked in free() (perf, `x + 1` on 16 floats; the op
+// took 5.2 us on the host against 2.6 us with jemalloc preloaded). So task
+// objects live in npuTaskDataAlloc's blocks, which executors hand back to
+// the host threads through lock-free lists. Whatever else a task holds that
+// the host allocated is kept inline in the task for the same reason (the
+// arguments: OpTask's TaskArgs; Note [Aliases are made where the kernel
+// runs] in DeferredArgs.h for the tensors and numbers).
 struct Deferred {
   void* user;
   void (*destroy)(void*);
@@ -125,9 +139,11 @@ void noteHeldByTask(const NPUStream& stream);
 // threads than the same kernels on the host. Cheap after the first call.
 void initExecutorThread() noexcept;
 
+// Destroys a task made by launchKernel (npurt::makeTaskData: Note [Op tasks
+// are recycled, not malloc'd]).
 template <typename F>
 void destroyCallable(void* user) {
-  std::unique_ptr<F> owned(static_cast<F*>(user));
+  npurt::TaskDataPtr<F> owned(static_cast<F*>(user));
 }
 
 // Where a finished task's captures are destroyed. See Note [Tasks that hold
@@ -283,9 +299,10 @@ void launchKernel(const NPUStream& stream, const char* name, TaskAccess access, 
       for (const auto& w : access.writes) graph->noteWrite(w.storage);
     }
   }
-  auto owned = std::make_unique<Task>(Task{std::forward<F>(f), limits::intraOpThreads(stream),
-                                           std::move(access), stream, name, Task::State::kQueued,
-                                           nullptr, captured, releaseOn});
+  // Note [Op tasks are recycled, not malloc'd].
+  auto owned = npurt::makeTaskData<Task>(Task{std::forward<F>(f), limits::intraOpThreads(stream),
+                                              std::move(access), stream, name, Task::State::kQueued,
+                                              nullptr, captured, releaseOn});
   // Race detector only: the task's spans, keyed by its userData (Note
   // [Happens-before model] in csrc/npurt/src/racecheck/racecheck.h).
   if (!owned->access.declared.empty()) [[unlikely]] {

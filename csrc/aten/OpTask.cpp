@@ -107,7 +107,7 @@ bool attemptOutKernel(const F& attempt, std::exception_ptr* error = nullptr) {
 // numbers as captured, so that the error is the op's own (Note [Wrapped
 // numbers of pointwise ops] in WrappedNumbers.h).
 template <typename Run>
-void runOverArgs(const ReplayArgs* replay, const DeferredArgs& deferred, const Stack& args,
+void runOverArgs(const ReplayArgs* replay, const DeferredArgs& deferred, c10::ArrayRef<IValue> args,
                  size_t n, int generatorArg, const std::optional<SeedReservation>& seed,
                  const Run& run) {
   auto eager = [&](bool promote) {
@@ -253,7 +253,7 @@ std::optional<SeedReservation> reserveOpSeed(const Stack& args, const OpInfo& in
                      device);
 }
 
-Stack cpuArgs(const Stack& args, size_t n, int generatorArg,
+Stack cpuArgs(c10::ArrayRef<IValue> args, size_t n, int generatorArg,
               const std::optional<SeedReservation>& seed) {
   return cpuArgs(args, n, generatorArg, seed, cpuAlias);
 }

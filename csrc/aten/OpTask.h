@@ -68,7 +68,7 @@ at::Generator cpuGenerator(uint64_t seed);
 // `alias` makes the CPU view of each npu tensor (cpuAlias, or a wrapper that
 // also remembers which alias is which argument).
 template <typename AliasFn>
-Stack cpuArgs(const Stack& args, size_t n, int generatorArg,
+Stack cpuArgs(c10::ArrayRef<IValue> args, size_t n, int generatorArg,
               const std::optional<SeedReservation>& seed, const AliasFn& alias) {
   Stack s;
   s.reserve(args.size());
@@ -82,7 +82,7 @@ Stack cpuArgs(const Stack& args, size_t n, int generatorArg,
   return s;
 }
 
-Stack cpuArgs(const Stack& args, size_t n, int generatorArg,
+Stack cpuArgs(c10::ArrayRef<IValue> args, size_t n, int generatorArg,
               const std::optional<SeedReservation>& seed);
 
 // The task of an out= op (Note [out= ops run functionally]): the out kernel
@@ -92,7 +92,7 @@ Stack cpuArgs(const Stack& args, size_t n, int generatorArg,
 struct OutOpTask {
   c10::OperatorHandle op;         // the out= op
   c10::OperatorHandle computeOp;  // its functional variant
-  Stack args;                     // all arguments, captured (captureForTask)
+  TaskArgs args;                  // all arguments, captured (captureForTask)
   size_t computeArgs;             // the arguments before the out arguments
   int generatorArg;
   std::optional<SeedReservation> seed;
@@ -118,7 +118,7 @@ struct OutOpTask {
 // results. Runs on an executor; run again at every replay when captured.
 struct OpTask {
   c10::OperatorHandle op;
-  Stack args;  // captured (captureForTask)
+  TaskArgs args;  // captured (captureForTask)
   // CPU aliases of the fresh outputs (lists flattened); empty when
   // `deferred` took them (Note [Aliases are made where the kernel runs]).
   std::vector<at::Tensor> fresh;

@@ -58,7 +58,7 @@ ReplayArgs::ReplayArgs(const c10::OperatorHandle& op, const Stack& captured, siz
   promoted_ = promoteWrappedNumbers(op, stack_);
 }
 
-Stack ReplayArgs::forRun(const Stack& captured, int generatorArg,
+Stack ReplayArgs::forRun(c10::ArrayRef<IValue> captured, int generatorArg,
                          const std::optional<SeedReservation>& seed) const {
   Stack s = stack_;
   for (const HeldAlias& h : held_) {

@@ -49,7 +49,7 @@ class ReplayArgs {
   // from `seed` (argument `generatorArg`, -1 for none). `captured` must be
   // the stack the arguments were prepared from. Thread-safe (const); only
   // inside tasks.
-  Stack forRun(const Stack& captured, int generatorArg,
+  Stack forRun(c10::ArrayRef<IValue> captured, int generatorArg,
                const std::optional<SeedReservation>& seed) const;
 
   // Whether a wrapped number was promoted (Note [Wrapped numbers of

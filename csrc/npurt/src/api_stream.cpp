@@ -7,6 +7,7 @@
 
 #include "api_common.h"
 #include "graph/capture.h"
+#include "node_pool.h"
 #include "npurt/npurt_stream_idle.h"
 
 using namespace npurt::internal;
@@ -300,6 +301,27 @@ npuError_t npuLaunchTask(npuStream_t handle, const npuTask* task) {
     }
     return npuSuccess;
   });
+}
+
+// Not guarded(): memory for userData needs no device, and a release() may
+// free it while or after the runtime shuts down.
+npuError_t npuTaskDataAlloc(void** ptr, size_t size) {
+  constexpr const char* kFn = "npuTaskDataAlloc";
+  if (ptr == nullptr) return nullArgument(kFn, "ptr");
+  if (size == 0) return fail(npuErrorInvalidValue, kFn, "size must be > 0, got 0");
+  try {
+    *ptr = NodePool::allocate(size);
+  } catch (const std::bad_alloc&) {
+    *ptr = nullptr;
+    return fail(npuErrorMemoryAllocation, kFn,
+                "host memory allocation of " + std::to_string(size) + " bytes failed");
+  }
+  return npuSuccess;
+}
+
+npuError_t npuTaskDataFree(void* ptr, size_t size) {
+  if (ptr != nullptr) NodePool::release(ptr, size);
+  return npuSuccess;
 }
 
 npuError_t npuStreamSetTaskDelay(npuStream_t handle, int64_t delayUs) {

@@ -1,7 +1,9 @@
-// Task node recycler; see node_pool.h.
+// Recycler of cross-thread blocks; see node_pool.h.
 #include "node_pool.h"
 
+#include <array>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -15,19 +17,43 @@
 namespace npurt::internal {
 namespace {
 
+void* alignedBlock(size_t size) {
+  // aligned_alloc wants a multiple of the alignment.
+  const size_t rounded = (size + NodePool::kBlockAlign - 1) & ~(NodePool::kBlockAlign - 1);
+  void* block = std::aligned_alloc(NodePool::kBlockAlign, rounded);
+  if (block == nullptr) throw std::bad_alloc();
+  return block;
+}
+
 #ifndef NPU_NODE_POOL_BYPASS
 struct FreeBlock {
   FreeBlock* next;
 };
 
-constexpr size_t kBatch = 64;             // blocks per splice onto the global stack
-constexpr size_t kMaxPooled = 64 * 1024;  // cap of the global stack (blocks)
+constexpr size_t kMinClassSize = 64;
+constexpr size_t kClasses = 7;                // 64, 128, ..., 4096 bytes
+constexpr size_t kBatch = 64;                 // blocks per splice onto a global stack
+constexpr size_t kMaxPooledBytes = 8u << 20;  // cap of each global stack
+static_assert(kMinClassSize << (kClasses - 1) == NodePool::kMaxPooledSize);
 
-// Trivially destructible and constant-initialised: usable during static
-// destruction and from thread-exit hooks in any order.
-std::atomic<FreeBlock*> gFree{nullptr};
-// Approximate number of blocks on gFree (only bounds the pool's size).
-std::atomic<size_t> gPooled{0};
+constexpr size_t classSize(size_t c) { return kMinClassSize << c; }
+
+// The class whose blocks hold `size` bytes; kClasses if none does.
+size_t classOf(size_t size) noexcept {
+  if (size <= kMinClassSize) return 0;
+  if (size > NodePool::kMaxPooledSize) return kClasses;
+  return std::bit_width(size - 1) - std::bit_width(kMinClassSize - 1);
+}
+
+// One global stack per class. Trivially destructible and constant-
+// initialised: usable during static destruction and from thread-exit hooks
+// in any order.
+struct GlobalStack {
+  std::atomic<FreeBlock*> head{nullptr};
+  // Approximate number of blocks on head (only bounds the pool's size).
+  std::atomic<size_t> pooled{0};
+};
+std::array<GlobalStack, kClasses> gStacks;
 
 void freeChain(FreeBlock* chain) noexcept {
   while (chain != nullptr) {
@@ -37,21 +63,22 @@ void freeChain(FreeBlock* chain) noexcept {
   }
 }
 
-// Splices [first, last] onto the global stack, or frees it if the pool is full.
-void pushChain(FreeBlock* first, FreeBlock* last, size_t count) noexcept {
+// Splices [first, last] onto class c's stack, or frees it if that is full.
+void pushChain(size_t c, FreeBlock* first, FreeBlock* last, size_t count) noexcept {
   if (first == nullptr) return;
-  if (gPooled.load(std::memory_order_relaxed) >= kMaxPooled) {
+  GlobalStack& g = gStacks[c];
+  if (g.pooled.load(std::memory_order_relaxed) * classSize(c) >= kMaxPooledBytes) {
     freeChain(first);
     return;
   }
-  gPooled.fetch_add(count, std::memory_order_relaxed);
-  FreeBlock* head = gFree.load(std::memory_order_relaxed);
+  g.pooled.fetch_add(count, std::memory_order_relaxed);
+  FreeBlock* head = g.head.load(std::memory_order_relaxed);
   do {
     last->next = head;
     // release: the chain's links (written above) are visible to the thread
     // that takes the stack with its acquire exchange.
-  } while (!gFree.compare_exchange_weak(head, first, std::memory_order_release,
-                                        std::memory_order_relaxed));
+  } while (!g.head.compare_exchange_weak(head, first, std::memory_order_release,
+                                         std::memory_order_relaxed));
 }
 
 // Set when this thread's cache has been destroyed (thread exit). Other
@@ -59,15 +86,43 @@ void pushChain(FreeBlock* first, FreeBlock* last, size_t count) noexcept {
 // bypass the pool. Trivially destructible, so always safe to read.
 thread_local bool tCacheGone = false;
 
-struct ThreadCache {
+struct ClassCache {
   FreeBlock* free = nullptr;      // blocks ready for allocate()
   FreeBlock* returned = nullptr;  // batch being built by release()
   FreeBlock* returnedLast = nullptr;
   size_t returnedCount = 0;
 
-  ~ThreadCache() {
-    tCacheGone = true;
-    pushChain(returned, returnedLast, returnedCount);
+  FreeBlock* pop(size_t c) noexcept {
+    if (free == nullptr) {
+      if (returned != nullptr) {
+        // This thread frees blocks too (e.g. an executor that enqueues): reuse them.
+        free = returned;
+        returned = returnedLast = nullptr;
+        returnedCount = 0;
+      } else if (gStacks[c].head.load(std::memory_order_relaxed) != nullptr) {
+        // acquire: pairs with pushChain's release (the links of the chain).
+        free = gStacks[c].head.exchange(nullptr, std::memory_order_acquire);
+        gStacks[c].pooled.store(0, std::memory_order_relaxed);
+      }
+    }
+    FreeBlock* block = free;
+    if (block != nullptr) free = block->next;
+    return block;
+  }
+
+  void push(size_t c, FreeBlock* block) noexcept {
+    block->next = returned;
+    if (returned == nullptr) returnedLast = block;
+    returned = block;
+    if (++returnedCount >= kBatch) {
+      pushChain(c, returned, returnedLast, returnedCount);
+      returned = returnedLast = nullptr;
+      returnedCount = 0;
+    }
+  }
+
+  void flush(size_t c) noexcept {
+    pushChain(c, returned, returnedLast, returnedCount);
     // The free list has no tail pointer; walk it once at thread exit.
     size_t count = 0;
     FreeBlock* last = nullptr;
@@ -75,7 +130,16 @@ struct ThreadCache {
       last = b;
       ++count;
     }
-    pushChain(free, last, count);
+    pushChain(c, free, last, count);
+  }
+};
+
+struct ThreadCache {
+  std::array<ClassCache, kClasses> classes;
+
+  ~ThreadCache() {
+    tCacheGone = true;
+    for (size_t c = 0; c < kClasses; ++c) classes[c].flush(c);
   }
 };
 
@@ -87,54 +151,30 @@ ThreadCache& cache() noexcept {
 
 }  // namespace
 
-void* NodePool::allocate() {
+void* NodePool::allocate(size_t size) {
 #ifndef NPU_NODE_POOL_BYPASS
-  if (tCacheGone) [[unlikely]] {
-    void* block = std::aligned_alloc(kBlockAlign, kBlockSize);
-    if (block == nullptr) throw std::bad_alloc();
-    return block;
+  const size_t c = classOf(size);
+  if (c == kClasses) return alignedBlock(size);
+  if (!tCacheGone) [[likely]] {
+    if (FreeBlock* block = cache().classes[c].pop(c)) return block;
   }
-  ThreadCache& c = cache();
-  if (c.free == nullptr) {
-    if (c.returned != nullptr) {
-      // This thread frees blocks too (e.g. an executor that enqueues): reuse them.
-      c.free = c.returned;
-      c.returned = c.returnedLast = nullptr;
-      c.returnedCount = 0;
-    } else if (gFree.load(std::memory_order_relaxed) != nullptr) {
-      // acquire: pairs with pushChain's release (the links of the chain).
-      c.free = gFree.exchange(nullptr, std::memory_order_acquire);
-      gPooled.store(0, std::memory_order_relaxed);
-    }
-  }
-  if (FreeBlock* block = c.free; block != nullptr) {
-    c.free = block->next;
-    return block;
-  }
+  return alignedBlock(classSize(c));
+#else
+  return alignedBlock(size);
 #endif
-  void* block = std::aligned_alloc(kBlockAlign, kBlockSize);
-  if (block == nullptr) throw std::bad_alloc();
-  return block;
 }
 
-void NodePool::release(void* raw) noexcept {
-#ifdef NPU_NODE_POOL_BYPASS
-  std::free(raw);
-#else
-  if (tCacheGone) [[unlikely]] {
+void NodePool::release(void* raw, size_t size) noexcept {
+#ifndef NPU_NODE_POOL_BYPASS
+  const size_t c = classOf(size);
+  if (c == kClasses || tCacheGone) [[unlikely]] {
     std::free(raw);
     return;
   }
-  auto* block = static_cast<FreeBlock*>(raw);
-  ThreadCache& c = cache();
-  block->next = c.returned;
-  if (c.returned == nullptr) c.returnedLast = block;
-  c.returned = block;
-  if (++c.returnedCount >= kBatch) {
-    pushChain(c.returned, c.returnedLast, c.returnedCount);
-    c.returned = c.returnedLast = nullptr;
-    c.returnedCount = 0;
-  }
+  cache().classes[c].push(c, static_cast<FreeBlock*>(raw));
+#else
+  (void)size;
+  std::free(raw);
 #endif
 }
 

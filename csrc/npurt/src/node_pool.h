@@ -1,11 +1,16 @@
-// Recycler for task nodes.
+// Recycler for memory that one thread allocates and another frees: npurt's
+// task nodes, and the userData of tasks (npuTaskDataAlloc).
 //
 // Why: a stream's tasks are allocated by producer threads and freed by
-// executor threads. With plain malloc that cross-thread pattern defeats the
-// allocator's per-thread caches and, in profiles of the enqueue benchmark,
-// malloc/free took about half of the time. Here every work task lives in a
-// fixed-size block (kBlockSize); freed blocks go back through a per-thread
-// cache and a global lock-free stack:
+// executor threads. With glibc's malloc that cross-thread pattern defeats the
+// per-thread caches: every allocation takes the arena's locked slow path on
+// the producer, every free the same on the executor, and the two threads
+// contend for the arena's lock (in profiles of the enqueue benchmark
+// malloc/free took about half of the time; for a small op on the npu device,
+// a third of the host thread's time went to waking the executor blocked on
+// that lock). Here blocks come in size classes (64 bytes to kMaxPooledSize,
+// powers of two), and a freed block goes back through a per-thread cache and
+// a global lock-free stack of its class:
 //  - allocate() pops from the calling thread's cache; when that is empty it
 //    takes the *whole* global stack with one exchange (no ABA: nothing is
 //    read through a node another thread may own), else falls back to
@@ -14,11 +19,12 @@
 //    (kBatch blocks) is spliced onto the global stack with one CAS (a push of
 //    a privately owned chain is ABA-free too). So an executor pays one atomic
 //    operation per kBatch tasks, a producer one per refill.
-//  - The pool keeps at most kMaxPooled blocks (about 8 MiB); beyond that,
-//    batches are freed. A thread's cache is flushed to the global stack when
-//    the thread exits.
-// Under AddressSanitizer the pool is bypassed (every block is malloc'd and
-// freed), so use-after-free of a task is still caught.
+//  - Each class keeps at most about 8 MiB of blocks; beyond that, batches are
+//    freed. A thread's cache is flushed to the global stacks when the thread
+//    exits.
+// Sizes above kMaxPooledSize are plain aligned allocations. Under
+// AddressSanitizer the pool is bypassed (every block is malloc'd and freed),
+// so use-after-free of a task is still caught.
 //
 // Thread safety: allocate() and release() are thread-safe and lock-free.
 // Blocks may be released on any thread.
@@ -33,13 +39,15 @@ namespace npurt::internal {
 
 class NodePool {
  public:
-  static constexpr size_t kBlockSize = 128;
+  static constexpr size_t kBlockSize = 128;  // npurt's task nodes
   static constexpr size_t kBlockAlign = 64;
+  static constexpr size_t kMaxPooledSize = 4096;
 
-  // A kBlockSize-byte block aligned to kBlockAlign. Throws std::bad_alloc.
-  static void* allocate();
-  // Returns a block from allocate(). Never fails.
-  static void release(void* block) noexcept;
+  // A block of at least `size` bytes aligned to kBlockAlign. Throws
+  // std::bad_alloc.
+  static void* allocate(size_t size = kBlockSize);
+  // Returns a block from allocate(size), with the same size. Never fails.
+  static void release(void* block, size_t size = kBlockSize) noexcept;
 };
 
 // Constructs a T in a pool block. T must fit (static_assert).

@@ -353,6 +353,21 @@ typedef struct npuTask {
  * more distinct triples work too, with one more ring entry each. */
 NPURT_API npuError_t npuLaunchTask(npuStream_t stream, const npuTask* task);
 
+/* Memory for a task's userData. A task's userData is typically allocated on
+ * the launching thread and freed in release() on a device executor; malloc
+ * serves that cross-thread pattern badly (with glibc every such allocation
+ * and free takes the arena's lock, and the two threads contend for it).
+ * These blocks are recycled between threads without locks instead. *ptr
+ * receives at least `size` bytes aligned to 64; size must be > 0.
+ * No CUDA equivalent. Thread-safe. */
+NPURT_API npuError_t npuTaskDataAlloc(void** ptr, size_t size);
+
+/* Returns a block from npuTaskDataAlloc; `size` must be the size it was
+ * allocated with. NULL is accepted and ignored. May be called on any thread,
+ * including inside release() and after the runtime has shut down.
+ * Thread-safe. */
+NPURT_API npuError_t npuTaskDataFree(void* ptr, size_t size);
+
 /* ------------------------------------------------------------------------ */
 /* Stream capture and graphs (Note [Stream capture], Note [Graph launch])   */
 /* ------------------------------------------------------------------------ */

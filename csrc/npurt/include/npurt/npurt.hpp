@@ -44,6 +44,40 @@ inline void check(npuError_t status) {
   throw Error(status, message);
 }
 
+// Deletes an object made by makeTaskData. See npuTaskDataAlloc.
+template <typename T>
+struct TaskDataDeleter {
+  void operator()(T* object) const noexcept {
+    object->~T();
+    (void)npuTaskDataFree(object, sizeof(T));
+  }
+};
+
+// Owner of a task's userData made by makeTaskData.
+template <typename T>
+using TaskDataPtr = std::unique_ptr<T, TaskDataDeleter<T>>;
+
+// Constructs a T in memory from npuTaskDataAlloc: for userData allocated on
+// the launching thread and destroyed in release() on an executor, without the
+// cost malloc has for that pattern. Throws std::bad_alloc, or what T's
+// constructor throws (the memory is returned then).
+template <typename T, typename... Args>
+TaskDataPtr<T> makeTaskData(Args&&... args) {
+  static_assert(alignof(T) <= 64, "npuTaskDataAlloc aligns to 64 bytes");
+  void* memory = nullptr;
+  if (npuTaskDataAlloc(&memory, sizeof(T)) != npuSuccess) throw std::bad_alloc();
+  try {
+    if constexpr (std::is_aggregate_v<T>) {
+      return TaskDataPtr<T>(::new (memory) T{std::forward<Args>(args)...});
+    } else {
+      return TaskDataPtr<T>(::new (memory) T(std::forward<Args>(args)...));
+    }
+  } catch (...) {
+    (void)npuTaskDataFree(memory, sizeof(T));
+    throw;
+  }
+}
+
 namespace detail {
 
 // Runs f(); an exception becomes a failed task (return 1) whose message is
@@ -68,7 +102,7 @@ int runCallable(void* user, char* errorBuf, size_t errorBufSize) {
 
 template <typename F>
 void releaseCallable(void* user) {
-  std::unique_ptr<F> owned(static_cast<F*>(user));
+  TaskDataPtr<F> owned(static_cast<F*>(user));
 }
 
 // Small-callable optimisation (as std::function's small buffer): a callable
@@ -76,7 +110,7 @@ void releaseCallable(void* user) {
 // value, so launching it allocates nothing and needs no release.
 template <typename F>
 inline constexpr bool kStoredInline =
-    std::is_trivially_copyable_v<F>&& std::is_trivially_destructible_v<F> &&
+    std::is_trivially_copyable_v<F> && std::is_trivially_destructible_v<F> &&
     sizeof(F) <= sizeof(void*) && alignof(F) <= alignof(void*);
 
 template <typename F>
@@ -114,7 +148,7 @@ npuError_t launch(npuStream_t stream, const char* name, F&& f, bool copyName = f
     const npuTask task{name, &detail::runInlineCallable<Fn>, nullptr, userData, flags};
     return npuLaunchTask(stream, &task);
   }
-  auto owned = std::make_unique<Fn>(std::forward<F>(f));
+  auto owned = makeTaskData<Fn>(std::forward<F>(f));
   const npuTask task{name, &detail::runCallable<Fn>, &detail::releaseCallable<Fn>, owned.get(),
                      flags};
   npuError_t status = npuLaunchTask(stream, &task);
@@ -131,7 +165,7 @@ template <typename F>
 npuError_t launch(npuStream_t stream, const char* name,
                   std::initializer_list<npuMemAccess> accesses, F&& f, bool copyName = false) {
   using Fn = std::decay_t<F>;
-  auto owned = std::make_unique<Fn>(std::forward<F>(f));
+  auto owned = makeTaskData<Fn>(std::forward<F>(f));
   if (const npuError_t s = npuTaskDeclareAccesses(owned.get(), accesses.begin(), accesses.size());
       s != npuSuccess) {
     return s;
