@@ -47,8 +47,9 @@ void Executor::start() {
       // allows 15 characters; a longer name is cut, which is harmless).
       // Named here, not by the worker itself, so that the name is there as
       // soon as the runtime is, even for a worker not yet scheduled.
-      char name[16];
+      char name[32];
       std::snprintf(name, sizeof name, "npurt d%d w%d", device_, i);
+      name[15] = '\0';
       (void)pthread_setname_np(threads_.back().native_handle(), name);
 #endif
     }
