@@ -5,6 +5,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdlib>
+#include <limits>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define NPU_NODE_POOL_BYPASS 1
@@ -18,6 +19,8 @@ namespace npurt::internal {
 namespace {
 
 void* alignedBlock(size_t size) {
+  // Rounding below must not wrap (npuTaskDataAlloc takes any size).
+  if (size > std::numeric_limits<size_t>::max() - NodePool::kBlockAlign) throw std::bad_alloc();
   // aligned_alloc wants a multiple of the alignment.
   const size_t rounded = (size + NodePool::kBlockAlign - 1) & ~(NodePool::kBlockAlign - 1);
   void* block = std::aligned_alloc(NodePool::kBlockAlign, rounded);

@@ -42,6 +42,12 @@ TEST_F(NpurtTest, TaskDataAllocRejectsBadArguments) {
   EXPECT_NPU(npuErrorInvalidValue, npuTaskDataAlloc(&p, 0));
   EXPECT_NE(std::string(npuGetLastErrorMessage()).find("size must be > 0"), std::string::npos);
   EXPECT_NPU_OK(npuTaskDataFree(nullptr, 16));
+  // A size no allocation can have: an error, not a wrapped-around small block.
+  p = reinterpret_cast<void*>(0x1);
+  EXPECT_NPU(npuErrorMemoryAllocation, npuTaskDataAlloc(&p, SIZE_MAX));
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(npuGetLastErrorMessage()).find(std::to_string(SIZE_MAX)),
+            std::string::npos);
 }
 
 // A task whose release frees its own userData, as op tasks do.
