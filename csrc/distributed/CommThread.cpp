@@ -128,14 +128,28 @@ CommThread::~CommThread() {
   completer_.join();
 }
 
+// Note [Communication threads drop no tensors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A completed item holds tensors (its outputs, its WorkHCCL's) that Python
+// may know. Dropping the last reference to such a tensor takes the GIL, and
+// the process group's destructor runs with the GIL held (Python's dealloc)
+// and joins the completer: a completer that dropped such a tensor then waited
+// for the GIL forever (seen in a test run under AddressSanitizer). So the
+// completer parks completed items in finished_, and host threads destroy
+// them: the next submit(), or the destructor after the joins. A tensor whose
+// only owner was a finished collective is freed at the group's next
+// collective, not at once.
 void CommThread::submit(CommItem item) {
+  std::vector<CommItem> finished;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!stop_, "ProcessGroupHCCL::", item.state->name(),
                 ": the process group is being destroyed");
     items_.push_back(std::move(item));
+    finished.swap(finished_);
   }
   cv_.notify_all();
+  // `finished` is destroyed here, on this host thread.
 }
 
 void CommThread::issueLoop() {
@@ -196,9 +210,11 @@ void CommThread::completeLoop() {
       } catch (...) {
         next.item.state->fail(std::current_exception());
       }
-      next.work.reset();
+      next.work.reset();  // gloo's Work holds CPU aliases only
     }
     finish(next.item, sourceRank);
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_.push_back(std::move(next.item));  // Note [Communication threads drop no tensors]
   }
 }
 
@@ -224,7 +240,6 @@ void CommThread::finish(CommItem& item, int sourceRank) noexcept {
   if (item.work) item.work->waitDeviceDone();
   state.complete(sourceRank);
   if (item.work) item.work->completeFuture();
-  item.outputs.clear();
 }
 
 }  // namespace c10d_npu

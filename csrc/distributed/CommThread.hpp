@@ -152,6 +152,10 @@ class CommThread {
   std::deque<Issued> issued_;    // to complete; guarded by mutex_
   bool stop_ = false;            // guarded by mutex_
   bool issuerDone_ = false;      // guarded by mutex_: nothing more reaches issued_
+  // Completed items, destroyed by the next submit() or by the destructor
+  // after the joins; guarded by mutex_. See Note [Communication threads drop
+  // no tensors] in CommThread.cpp.
+  std::vector<CommItem> finished_;
   std::thread completer_;        // last: started after the fields above exist
   std::thread issuer_;
 };
