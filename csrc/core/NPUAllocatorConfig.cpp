@@ -3,8 +3,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -165,6 +167,10 @@ bool acceptedWithoutEffect(std::string_view key) {
 struct ConfigState {
   std::mutex mutex;
   std::optional<AllocatorConfig> config;  // empty until the environment parsed
+  // Bumped by every setAllocatorSettings, so that allocatorConfig() can hand
+  // out a thread's copy without the lock while nothing changed (it is read
+  // at every allocation).
+  std::atomic<uint64_t> version{0};
 };
 
 ConfigState& state() {
@@ -248,14 +254,24 @@ size_t AllocatorConfig::expandableLargePageSize() const {
 
 AllocatorConfig allocatorConfig() {
   ConfigState& s = state();
+  struct Copy {
+    uint64_t version = std::numeric_limits<uint64_t>::max();  // none yet
+    AllocatorConfig config;
+  };
+  thread_local Copy copy;
+  // acquire: pairs with the release in setAllocatorSettings.
+  if (copy.version == s.version.load(std::memory_order_acquire)) return copy.config;
   std::lock_guard<std::mutex> lock(s.mutex);
-  return current(s);
+  copy.config = current(s);  // a bad environment raises here, at every call
+  copy.version = s.version.load(std::memory_order_relaxed);
+  return copy.config;
 }
 
 void setAllocatorSettings(const std::string& conf) {
   ConfigState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.config = parseAllocatorConfig(conf, current(s));  // assigned only if the parse succeeded
+  s.version.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace c10_npu::NPUCachingAllocator

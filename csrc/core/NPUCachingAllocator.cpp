@@ -247,12 +247,16 @@ void DeviceState::free(Block* block) {
   for (NPUEvent& event : queued) block->queuedEvents.push_back(std::move(event));
   block->state = BlockState::kPending;
   pending_.push_back(block);
+  mayHavePending_.store(true, std::memory_order_relaxed);
 }
 
 // Runs at every allocation: NPUEvent::query may drain the task queue, and so
 // raise a failure the queue stored (the allocation then raises it, as any
 // launch would); the blocks taken out are put back first.
 void DeviceState::processPending(bool synchronize) {
+  // Without the lock: a block another thread makes pending right now is
+  // picked up by a later call, as it would be if it came after the lock.
+  if (!synchronize && !mayHavePending_.load(std::memory_order_relaxed)) return;
   std::vector<Block*> work;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -262,6 +266,7 @@ void DeviceState::processPending(bool synchronize) {
     if (synchronize) pendingCv_.wait(lock, [&] { return takenOut_ == 0; });
     if (pending_.empty()) return;
     work.swap(pending_);
+    mayHavePending_.store(false, std::memory_order_relaxed);
     ++takenOut_;
   }
   // The blocks taken out are touched by this thread only until put back.
@@ -279,6 +284,7 @@ void DeviceState::processPending(bool synchronize) {
         freeBlock(block);
       } else {
         pending_.push_back(block);
+        mayHavePending_.store(true, std::memory_order_relaxed);
       }
     }
     --takenOut_;

@@ -20,6 +20,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -217,7 +218,11 @@ class DeviceState {
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> privatePools_;
   // Active routings, newest last (see Note [Private memory pools]).
   std::vector<std::pair<c10::MempoolId_t, std::function<bool(const NPUStream&)>>> routes_;
-  std::vector<Block*> pending_;        // kPending blocks
+  std::vector<Block*> pending_;  // kPending blocks
+  // Whether pending_ may be non-empty: set with every push, cleared when
+  // processPending takes the list. Lets processPending skip the lock when
+  // nothing is pending (every allocation calls it). Written under mutex_.
+  std::atomic<bool> mayHavePending_{false};
   int takenOut_ = 0;                   // processPending calls holding blocks out of pending_
   std::condition_variable pendingCv_;  // signalled when takenOut_ drops
   // External stream handles whose destroy notification arrived; see Note
