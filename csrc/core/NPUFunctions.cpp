@@ -52,9 +52,15 @@ c10::DeviceIndex device_count() noexcept {
 }
 
 c10::DeviceIndex device_count_ensure_non_zero() {
-  int count = 0;
+  // Every stream lookup checks its device index against the count, and the
+  // runtime fixes the count when it starts (Note [Device count before
+  // initialisation] in csrc/npurt/README.md): remember the first good answer.
+  static std::atomic<int> known{0};
+  int count = known.load(std::memory_order_relaxed);
+  if (count > 0) return static_cast<c10::DeviceIndex>(count);
   NPU_CHECK(npuGetDeviceCount(&count));
   TORCH_CHECK(count > 0, "No NPU devices are available", NPU_ERROR_SUFFIX);
+  known.store(count, std::memory_order_relaxed);
   return static_cast<c10::DeviceIndex>(count);
 }
 
