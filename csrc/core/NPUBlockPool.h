@@ -106,13 +106,16 @@ class ExpandableSegment;  // NPUExpandableSegment.h
 struct Block {
   Block(c10::DeviceIndex d, c10::StreamId s, size_t sz, void* p, BlockPool* pl)
       : device(d), stream(s), size(sz), ptr(p), pool(pl) {}
-  const c10::DeviceIndex device;
-  const c10::StreamId stream;  // allocation stream of its segment
-  size_t size;                 // bytes of this piece (a multiple of kMinBlockSize)
-  size_t requested = 0;        // bytes asked for, while allocated
-  void* ptr;                   // start of this piece
-  BlockPool* const pool;       // the pool it returns to
-  Block* prev = nullptr;       // neighbours in the segment (nullptr at its ends)
+  // device, stream and pool are fixed while the block exists; they are not
+  // const so that a recycled Block can be assigned afresh (Note [Allocator
+  // bookkeeping is recycled] in NodeStash.h).
+  c10::DeviceIndex device;
+  c10::StreamId stream;   // allocation stream of its segment
+  size_t size;            // bytes of this piece (a multiple of kMinBlockSize)
+  size_t requested = 0;   // bytes asked for, while allocated
+  void* ptr;              // start of this piece
+  BlockPool* pool;        // the pool it returns to
+  Block* prev = nullptr;  // neighbours in the segment (nullptr at its ends)
   Block* next = nullptr;
   BlockState state = BlockState::kAllocated;
   uint64_t generation = 0;  // device-unique, new each time it enters the pool

@@ -107,7 +107,14 @@ bool finishedAllWork(const StreamUse& use) {
 void PtrMap::insert(Block* block) {
   Shard& s = shard(block->ptr);
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.map.emplace(block->ptr, block);
+  Map::node_type node = s.spare.take();
+  if (node.empty()) {
+    s.map.emplace(block->ptr, block);
+    return;
+  }
+  node.key() = block->ptr;
+  node.mapped() = block;
+  s.map.insert(std::move(node));
 }
 
 Block* PtrMap::find(const void* ptr) {
@@ -120,10 +127,10 @@ Block* PtrMap::find(const void* ptr) {
 Block* PtrMap::take(void* ptr) {
   Shard& s = shard(ptr);
   std::lock_guard<std::mutex> lock(s.mutex);
-  auto it = s.map.find(ptr);
-  if (it == s.map.end()) return nullptr;
-  Block* block = it->second;
-  s.map.erase(it);
+  Map::node_type node = s.map.extract(ptr);
+  if (node.empty()) return nullptr;
+  Block* block = node.mapped();
+  s.spare.keep(std::move(node));
   return block;
 }
 

@@ -89,9 +89,7 @@ Block* DeviceState::mallocSegment(BlockPool& pool, c10::StreamId stream, size_t 
   if (status == npuErrorMemoryAllocation) return nullptr;
   NPU_CHECK(status);
   ++stats_.num_device_alloc;
-  auto owned = std::make_unique<Block>(device_, stream, bytes, ptr, &pool);
-  Block* block = owned.get();
-  blocks_.emplace(ptr, std::move(owned));
+  Block* block = newBlock(stream, bytes, ptr, &pool);
   const StatTypes types = statTypes(pool);
   updateStat(stats_.segment, types, 1);
   updateStat(stats_.reserved_bytes, types, static_cast<int64_t>(bytes));
@@ -118,11 +116,9 @@ void DeviceState::splitFor(Block* block, size_t size, const AllocatorConfig& con
                        : size < config.maxSplitSize && rest > kSmallSize);
   if (!split) return;
   void* restPtr = static_cast<char*>(block->ptr) + size;
-  auto owned = std::make_unique<Block>(device_, block->stream, rest, restPtr, block->pool);
-  Block* remainder = owned.get();
+  Block* remainder = newBlock(block->stream, rest, restPtr, block->pool);
   remainder->segment = block->segment;
   remainder->segmentContext = block->segmentContext;
-  blocks_.emplace(restPtr, std::move(owned));
   remainder->prev = block;
   remainder->next = block->next;
   if (block->next != nullptr) block->next->prev = remainder;
@@ -297,7 +293,7 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
 void DeviceState::enterPool(Block* block) {
   block->state = BlockState::kCached;
   block->generation = nextGeneration_++;
-  block->pool->blocks.insert(block);
+  sparePoolNodes_.insertInto(block->pool->blocks, block);
   if (countsAsInactiveSplit(*block)) {
     const StatTypes types = statTypes(*block->pool);
     updateStat(stats_.inactive_split, types, 1);
@@ -306,7 +302,7 @@ void DeviceState::enterPool(Block* block) {
 }
 
 void DeviceState::leavePool(Block* block) {
-  block->pool->blocks.erase(block);
+  sparePoolNodes_.eraseFrom(block->pool->blocks, block);
   if (countsAsInactiveSplit(*block)) {
     const StatTypes types = statTypes(*block->pool);
     updateStat(stats_.inactive_split, types, -1);
@@ -322,14 +318,14 @@ void DeviceState::mergeInto(Block* dst, Block* src) {
     dst->prev = src->prev;
     if (dst->prev != nullptr) dst->prev->next = dst;
     dst->size += src->size;
-    blocks_.erase(src->ptr);  // destroys src
+    dropBlock(src->ptr);
     node.key() = dst->ptr;
     blocks_.insert(std::move(node));
   } else {
     dst->next = src->next;
     if (dst->next != nullptr) dst->next->prev = dst;
     dst->size += src->size;
-    blocks_.erase(src->ptr);
+    dropBlock(src->ptr);
   }
 }
 
@@ -406,7 +402,30 @@ void DeviceState::freeSegment(Block* block) {
   ++stats_.num_device_free;
   if (oversizeSegments_.erase(block->ptr) != 0) stats_.oversize_segments.decrease(1);
   if (block->pool->owner != nullptr) --block->pool->owner->segments;
-  blocks_.erase(block->ptr);
+  dropBlock(block->ptr);
+}
+
+Block* DeviceState::newBlock(c10::StreamId stream, size_t size, void* ptr, BlockPool* pool) {
+  BlockMap::node_type node = spareBlocks_.take();
+  if (node.empty()) {
+    auto owned = std::make_unique<Block>(device_, stream, size, ptr, pool);
+    Block* block = owned.get();
+    blocks_.emplace(ptr, std::move(owned));
+    return block;
+  }
+  Block* block = node.mapped().get();
+  *block = Block(device_, stream, size, ptr, pool);
+  node.key() = ptr;
+  blocks_.insert(std::move(node));
+  return block;
+}
+
+void DeviceState::dropBlock(void* ptr) {
+  BlockMap::node_type node = blocks_.extract(ptr);
+  if (node.empty()) return;
+  // A kept Block holds nothing: the stacks it may point to are freed now.
+  *node.mapped() = Block(device_, 0, 0, nullptr, nullptr);
+  spareBlocks_.keep(std::move(node));
 }
 
 void DeviceState::releaseCached(const ReleaseRequest& request) {

@@ -38,6 +38,7 @@
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUExpandableSegment.h"
 #include "core/NPUMemoryHistory.h"
+#include "core/NodeStash.h"
 
 namespace c10_npu::NPUCachingAllocator::detail {
 
@@ -167,6 +168,11 @@ class DeviceState {
   void enterPool(Block* block);
   void leavePool(Block* block);
   void freeSegment(Block* block);
+  // A new block of the device (in blocks_), and the removal of one; both
+  // reuse bookkeeping memory (Note [Allocator bookkeeping is recycled] in
+  // NodeStash.h).
+  Block* newBlock(c10::StreamId stream, size_t size, void* ptr, BlockPool* pool);
+  void dropBlock(void* ptr);
   // NPUExpandableSegment.cpp (Note [Expandable segments]), lock held.
   bool useExpandable(const BlockPool& pool, const AllocatorConfig& config) const;
   // A block of at least `size` bytes taken out of `pool`, grown from (or in a
@@ -210,7 +216,12 @@ class DeviceState {
 
   const c10::DeviceIndex device_;
   std::mutex mutex_;
-  std::unordered_map<void*, std::unique_ptr<Block>> blocks_;  // every block of every segment
+  using BlockMap = std::unordered_map<void*, std::unique_ptr<Block>>;
+  BlockMap blocks_;  // every block of every segment
+  // Note [Allocator bookkeeping is recycled] (NodeStash.h): blocks dropped
+  // from blocks_ (with their Block), and nodes of the pools' sets.
+  NodeStash<BlockMap, 64> spareBlocks_;
+  NodeStash<std::set<Block*, PoolLess>, 64> sparePoolNodes_;
   std::unordered_set<void*> oversizeSegments_;  // bases of segments counted in oversize_segments
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_;  // Note [Expandable segments]
   BlockPool small_{true, nullptr};
@@ -248,9 +259,11 @@ class PtrMap {
 
  private:
   static constexpr size_t kShards = 16;
+  using Map = std::unordered_map<void*, Block*>;
   struct Shard {
     std::mutex mutex;
-    std::unordered_map<void*, Block*> map;
+    Map map;
+    NodeStash<Map, 8> spare;  // Note [Allocator bookkeeping is recycled]
   };
   Shard& shard(const void* ptr) {
     // Blocks are 512-byte multiples: drop the low bits before hashing.

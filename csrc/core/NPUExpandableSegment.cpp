@@ -116,12 +116,10 @@ Block* DeviceState::findExpandableBlock(BlockPool& pool, c10::StreamId stream, s
   const size_t pages = (capacity + capacity / 8 + page - 1) / page;
   if (size > pages * page) return nullptr;  // more than a whole segment could map
   auto segment = std::make_unique<ExpandableSegment>(device_, page, pages);
-  auto owned = std::make_unique<Block>(device_, stream, segment->size(), segment->ptr(), &pool);
-  Block* block = owned.get();
+  Block* block = newBlock(stream, segment->size(), segment->ptr(), &pool);
   block->segment = segment.get();
   block->state = BlockState::kUnmapped;
   expandable_.push_back(std::move(segment));
-  blocks_.emplace(block->ptr, std::move(owned));
   pool.unmapped.insert(block);
   updateStat(stats_.segment, statTypes(pool), 1);
   if (pool.owner != nullptr) ++pool.owner->segments;
@@ -149,8 +147,7 @@ Block* DeviceState::mapBlock(Block* block, size_t size, const AllocatorConfig& c
   pool.unmapped.erase(block);
   if (bytes < block->size) {  // the rest stays unmapped: block -> rest -> next
     void* restPtr = static_cast<char*>(block->ptr) + bytes;
-    auto owned = std::make_unique<Block>(device_, block->stream, block->size - bytes, restPtr, &pool);
-    Block* rest = owned.get();
+    Block* rest = newBlock(block->stream, block->size - bytes, restPtr, &pool);
     rest->segment = block->segment;
     rest->state = BlockState::kUnmapped;
     rest->prev = block;
@@ -158,7 +155,6 @@ Block* DeviceState::mapBlock(Block* block, size_t size, const AllocatorConfig& c
     if (block->next != nullptr) block->next->prev = rest;
     block->next = rest;
     block->size = bytes;
-    blocks_.emplace(restPtr, std::move(owned));
     pool.unmapped.insert(rest);
   }
   ++stats_.num_device_alloc;
@@ -237,16 +233,13 @@ npuError_t DeviceState::unmapBlock(Block* block, bool keepPhysical) {
   block->state = BlockState::kUnmapped;
   // The partial pages at either end stay mapped, as free blocks.
   auto keepMapped = [&](uintptr_t p, size_t bytes, Block* prev, Block* next) {
-    auto owned = std::make_unique<Block>(device_, block->stream, bytes, reinterpret_cast<void*>(p),
-                                         &pool);
-    Block* piece = owned.get();
+    Block* piece = newBlock(block->stream, bytes, reinterpret_cast<void*>(p), &pool);
     piece->segment = block->segment;
     piece->segmentContext = block->segmentContext;
     piece->prev = prev;
     piece->next = next;
     if (prev != nullptr) prev->next = piece;
     if (next != nullptr) next->prev = piece;
-    blocks_.emplace(piece->ptr, std::move(owned));
     enterPool(piece);
   };
   if (unmappedBegin > begin) keepMapped(begin, unmappedBegin - begin, block->prev, block);
@@ -292,7 +285,7 @@ void DeviceState::releaseEmptyExpandableSegments() {
     pool.unmapped.erase(head);
     updateStat(stats_.segment, statTypes(pool), -1);
     if (pool.owner != nullptr) --pool.owner->segments;
-    blocks_.erase(found);
+    dropBlock(head->ptr);
     it = expandable_.erase(it);  // gives the addresses back
   }
 }
