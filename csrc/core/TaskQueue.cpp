@@ -276,21 +276,26 @@ class Queue {
     }
   }
 
-  const bool busyPoll_;
-  std::mutex mutex_;
+  // Note [Task queue cache lines]: what a push writes (the lock and the
+  // vector, then pending_) and what the consumer writes after a batch (the
+  // submitted counts) sit on separate cache lines, so that a push does not
+  // also fetch a line the consumer has just written, and the consumer's
+  // polling of pending_ does not take the push's lock line away.
+  alignas(64) std::mutex mutex_;
+  std::vector<Item> items_;       // guarded by mutex_
+  uint64_t pushed_ = 0;           // guarded by mutex_
+  bool consumerWaiting_ = false;  // guarded by mutex_
+  int drainWaiters_ = 0;          // guarded by mutex_
+  alignas(64) std::atomic<bool> pending_{false};
+  alignas(64) uint64_t submitted_ = 0;           // guarded by mutex_
+  std::atomic<uint64_t> submittedPublished_{0};  // submitted_, readable without the lock
+  alignas(64) const bool busyPoll_;
   std::condition_variable workCv_;  // consumer sleeps here
   std::condition_variable doneCv_;  // drainers sleep here
-  std::vector<Item> items_;         // guarded by mutex_
-  uint64_t pushed_ = 0;             // guarded by mutex_
-  uint64_t submitted_ = 0;          // guarded by mutex_
-  bool consumerWaiting_ = false;    // guarded by mutex_
-  int drainWaiters_ = 0;            // guarded by mutex_
   // Errors of refused items whose stream refused the marker as well, by
   // stream, oldest first; guarded by mutex_. See Note [Launch failures
   // belong to streams].
   std::vector<std::pair<npuStream_t, std::string>> filed_;
-  std::atomic<bool> pending_{false};
-  std::atomic<uint64_t> submittedPublished_{0};  // submitted_, readable without the lock
   std::thread consumer_;                         // last member: starts after the rest exist
 };
 
