@@ -276,11 +276,13 @@ class Queue {
     }
   }
 
-  // Note [Task queue cache lines]: what a push writes (the lock and the
-  // vector, then pending_) and what the consumer writes after a batch (the
-  // submitted counts) sit on separate cache lines, so that a push does not
-  // also fetch a line the consumer has just written, and the consumer's
-  // polling of pending_ does not take the push's lock line away.
+  // Note [Task queue cache lines]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // What a push writes (the lock and the vector, then pending_) and what the
+  // consumer writes after a batch (the submitted counts) sit on separate
+  // cache lines, so that a push does not also fetch a line the consumer has
+  // just written, and the consumer's polling of pending_ does not take the
+  // push's lock line away. Measured in docs/PERFORMANCE.md (session 24).
   alignas(64) std::mutex mutex_;
   std::vector<Item> items_;       // guarded by mutex_
   uint64_t pushed_ = 0;           // guarded by mutex_
