@@ -1,6 +1,7 @@
 // See NPUStream.h and Note [StreamId assignment].
 #include "core/NPUStream.h"
 
+#include <c10/util/CallOnce.h>
 #include <c10/util/Logging.h>
 
 #include <array>
@@ -27,41 +28,19 @@ constexpr int kMaxDevices = 32;  // npurt's upper bound for NPU_SIM_DEVICE_COUNT
 // Runtime streams of one device. Created lazily, never destroyed: like
 // torch_npu (and CUDA's pools) they live until process exit, so an NPUStream
 // value never dangles.
-// A once-only initialisation that costs one load once done. Every launch and
-// allocation looks up a stream, and std::call_once alone is not that cheap
-// (libstdc++ passes the callable through thread-locals on every call).
-class Once {
- public:
-  // Runs f unless it ran (completed) before; returns whether this call ran
-  // it. If f throws, nothing is done and the next call tries again.
-  // Thread-safe: concurrent callers wait for the one running f.
-  template <typename F>
-  bool run(F&& f) {
-    if (done_.load(std::memory_order_acquire)) return false;
-    bool ran = false;
-    std::call_once(flag_, [&] {
-      f();
-      ran = true;
-    });
-    done_.store(true, std::memory_order_release);
-    return ran;
-  }
-
- private:
-  std::once_flag flag_;
-  std::atomic<bool> done_{false};
-};
-
+// The pools are created under c10::call_once, which answers with one load
+// once done: every launch and allocation looks a stream up, and libstdc++'s
+// std::call_once goes through thread-locals at every call.
 struct DeviceStreams {
-  Once baseOnce;  // default + secondary
+  c10::once_flag baseOnce;  // default + secondary
   npuStream_t defaultStream = nullptr;
   npuStream_t secondaryStream = nullptr;
 
-  Once syncLaunchOnce;
+  c10::once_flag syncLaunchOnce;
   std::array<npuStream_t, kSyncLaunchStreamsPerDevice> syncLaunch{};
   std::atomic<uint32_t> syncLaunchCounter{0};
 
-  Once poolOnce;  // NORMAL + HIGH pools
+  c10::once_flag poolOnce;  // NORMAL + HIGH pools
   std::array<npuStream_t, kMaxStreamsPerPool> normal{};
   std::array<npuStream_t, kMaxStreamsPerPool> high{};
   std::atomic<uint32_t> normalCounter{0};
@@ -92,9 +71,11 @@ npuStream_t createRuntimeStream(c10::DeviceIndex device, int priority) {
 // the GIL may be waiting in the same call_once (Note [Trace hooks]).
 DeviceStreams& baseStreams(c10::DeviceIndex device) {
   DeviceStreams& d = allDeviceStreams()[device];
-  const bool created = d.baseOnce.run([&] {
+  bool created = false;
+  c10::call_once(d.baseOnce, [&] {
     d.defaultStream = createRuntimeStream(device, 0);
     d.secondaryStream = createRuntimeStream(device, 0);
+    created = true;
   });
   if (C10_UNLIKELY(created)) {
     trace::streamCreated(d.defaultStream);
@@ -105,8 +86,10 @@ DeviceStreams& baseStreams(c10::DeviceIndex device) {
 
 DeviceStreams& syncLaunchStreams(c10::DeviceIndex device) {
   DeviceStreams& d = allDeviceStreams()[device];
-  const bool created = d.syncLaunchOnce.run([&] {
+  bool created = false;
+  c10::call_once(d.syncLaunchOnce, [&] {
     for (auto& s : d.syncLaunch) s = createRuntimeStream(device, 0);
+    created = true;
   });
   if (C10_UNLIKELY(created)) {
     for (npuStream_t s : d.syncLaunch) trace::streamCreated(s);
@@ -116,12 +99,14 @@ DeviceStreams& syncLaunchStreams(c10::DeviceIndex device) {
 
 DeviceStreams& poolStreams(c10::DeviceIndex device) {
   DeviceStreams& d = allDeviceStreams()[device];
-  const bool created = d.poolOnce.run([&] {
+  bool created = false;
+  c10::call_once(d.poolOnce, [&] {
     const int n = streamsPerPool();
     for (int i = 0; i < n; ++i) {
       d.normal[i] = createRuntimeStream(device, 0);
       d.high[i] = createRuntimeStream(device, -1);
     }
+    created = true;
   });
   if (C10_UNLIKELY(created)) {
     for (int i = 0; i < streamsPerPool(); ++i) {

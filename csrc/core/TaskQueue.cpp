@@ -5,6 +5,8 @@
 #include <pthread.h>
 #endif
 
+#include <c10/util/CallOnce.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -449,11 +451,12 @@ uint64_t pushOrRun(const NPUStream& stream, Item&& item) {
 
 const Config& config() {
   // Not a function-local static of Config: a bad value must raise on every
-  // call, not once and then leave a half-initialised static.
-  static std::once_flag once;
+  // call, not once and then leave a half-initialised static. c10::call_once:
+  // one load once done (every launch reads the configuration).
+  static c10::once_flag once;
   static Config c;
   static std::string error;
-  std::call_once(once, [] {
+  c10::call_once(once, [] {
     try {
       c = readConfig();
     } catch (const c10::Error& e) {
