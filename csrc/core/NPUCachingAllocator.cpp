@@ -107,14 +107,7 @@ bool finishedAllWork(const StreamUse& use) {
 void PtrMap::insert(Block* block) {
   Shard& s = shard(block->ptr);
   std::lock_guard<std::mutex> lock(s.mutex);
-  Map::node_type node = s.spare.take();
-  if (node.empty()) {
-    s.map.emplace(block->ptr, block);
-    return;
-  }
-  node.key() = block->ptr;
-  node.mapped() = block;
-  s.map.insert(std::move(node));
+  s.spare.insertInto(s.map, block->ptr, block);
 }
 
 Block* PtrMap::find(const void* ptr) {

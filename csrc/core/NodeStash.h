@@ -65,6 +65,20 @@ class NodeStash {
     return result.inserted;
   }
 
+  // Inserts `key` -> `mapped` into the map `map`, in a kept node if there is
+  // one. Returns whether it was inserted (false if the key was there: the
+  // node is kept again).
+  template <typename Mapped>
+  bool insertInto(Container& map, const typename Container::key_type& key, Mapped&& mapped) {
+    Node node = take();
+    if (node.empty()) return map.emplace(key, std::forward<Mapped>(mapped)).second;
+    node.key() = key;
+    node.mapped() = std::forward<Mapped>(mapped);
+    auto result = map.insert(std::move(node));
+    if (!result.inserted) keep(std::move(result.node));
+    return result.inserted;
+  }
+
   // Erases `key` from `container`, keeping its node. Returns whether it was
   // there.
   template <typename Key>

@@ -79,22 +79,18 @@ TEST(NodeStashTest, MapNodesTakeNewKeysAndValues) {
   int a = 0;
   int b = 0;
   map.emplace(&a, 1);
+  const int* erased = &map.begin()->second;
   ASSERT_TRUE(stash.eraseFrom(map, static_cast<void*>(&a)));
   EXPECT_TRUE(map.empty());
-  Map::node_type node = stash.take();
-  if (kRecycles) {
-    ASSERT_FALSE(node.empty());
-    EXPECT_EQ(node.key(), &a);  // the old entry, until reassigned
-    node.key() = &b;
-    node.mapped() = 2;
-    EXPECT_TRUE(map.insert(std::move(node)).inserted);
-  } else {
-    EXPECT_TRUE(node.empty());
-    map.emplace(&b, 2);
-  }
+  EXPECT_TRUE(stash.insertInto(map, &b, 2));
   ASSERT_EQ(map.size(), 1u);
   EXPECT_EQ(map.at(&b), 2);
   EXPECT_EQ(map.count(&a), 0u);
+  if (kRecycles) {
+    EXPECT_EQ(&map.at(&b), erased);  // the erased entry's node
+  }
+  EXPECT_FALSE(stash.insertInto(map, &b, 3));  // the key is there: unchanged
+  EXPECT_EQ(map.at(&b), 2);
 }
 
 }  // namespace
