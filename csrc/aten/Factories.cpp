@@ -17,6 +17,7 @@
 #include "aten/OpLauncher.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
+#include "core/NPUStorageImpl.h"
 
 namespace c10_npu {
 extern void (*gResizeStorageBytes)(const c10::Storage&, size_t);
@@ -38,14 +39,57 @@ void checkFactoryOptions(std::optional<c10::Device> device, std::optional<c10::L
               NPU_ERROR_SUFFIX);
 }
 
+// Note [npu tensors are made with NPUStorageImpl]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The factories below do what at::detail::empty_generic and
+// empty_strided_generic do (same checks, same metadata), except that the
+// storage is an NPUStorageImpl (Note [Storages are freed on any thread] in
+// core/NPUStorageImpl.h): ATen's versions construct a c10::StorageImpl
+// directly, without asking c10's per-device storage factory.
+// ATen's empty functions warn likewise, once per process.
+void warnIfComplexHalf(c10::ScalarType dtype) {
+  if (dtype == c10::kComplexHalf) {
+    TORCH_WARN_ONCE("complex32 (ComplexHalf) tensors are experimental in PyTorch: many operators ",
+                    "do not support them yet.");
+  }
+}
+
+at::Tensor tensorOver(size_t nbytes, c10::ScalarType dtype) {
+  return at::detail::make_tensor_base<c10::TensorImpl>(
+      c10::Storage(makeNPUStorage(nbytes, NPUCachingAllocator::get())), kNpuKeys,
+      c10::scalarTypeToTypeMeta(dtype));
+}
+
+at::Tensor emptyContiguousNpu(c10::IntArrayRef size, c10::ScalarType dtype,
+                              std::optional<c10::MemoryFormat> memory_format) {
+  at::detail::check_size_nonnegative(size);
+  warnIfComplexHalf(dtype);
+  at::Tensor t =
+      tensorOver(at::detail::computeStorageNbytesContiguous(size, c10::elementSize(dtype)), dtype);
+  // A new TensorImpl has sizes [0] already.
+  if (size.size() != 1 || size[0] != 0) t.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Contiguous) {
+    t.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  return t;
+}
+
+at::Tensor emptyStridedNpu(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype) {
+  at::detail::check_size_nonnegative(size);
+  warnIfComplexHalf(dtype);
+  at::Tensor t =
+      tensorOver(at::detail::computeStorageNbytes(size, stride, c10::elementSize(dtype)), dtype);
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
+  return t;
+}
+
 at::Tensor emptyMemoryFormat(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                              std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                              std::optional<bool> pin_memory,
                              std::optional<c10::MemoryFormat> memory_format) {
   checkFactoryOptions(device, layout, pin_memory);
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_generic(size, NPUCachingAllocator::get(), kNpuKeys,
-                                   c10::dtype_or_default(dtype), memory_format);
+  return emptyContiguousNpu(size, c10::dtype_or_default(dtype), memory_format);
 }
 
 at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -53,8 +97,7 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   checkFactoryOptions(device, layout, pin_memory);
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_strided_generic(size, stride, NPUCachingAllocator::get(), kNpuKeys,
-                                           c10::dtype_or_default(dtype));
+  return emptyStridedNpu(size, stride, c10::dtype_or_default(dtype));
 }
 
 // Replaces a storage's memory by `nbytes` of fresh memory (none for 0) that
@@ -173,6 +216,12 @@ struct RegisterResizeHook {
 } registerResizeHook;
 
 }  // namespace
+
+at::Tensor emptyNpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
+                    c10::DeviceIndex device) {
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  return emptyStridedNpu(sizes, strides, dtype);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", emptyMemoryFormat);

@@ -1,7 +1,6 @@
 // See OpLauncher.h and Note [Ops run on streams].
 #include "aten/OpLauncher.h"
 
-#include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
@@ -220,13 +219,6 @@ void TaskAccess::clearWholeWrites() const noexcept {
   for (const Write& w : writes) {
     if (w.whole) poison::clear(w.storage._unsafe_get_target());
   }
-}
-
-at::Tensor emptyNpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
-                    c10::DeviceIndex device) {
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
-  constexpr c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
-  return at::detail::empty_strided_generic(sizes, strides, NPUCachingAllocator::get(), keys, dtype);
 }
 
 }  // namespace c10_npu::aten

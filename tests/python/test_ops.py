@@ -8,7 +8,7 @@ empty tensors."""
 import pytest
 import torch
 
-from conftest import read_f32
+from conftest import read_f32, run_py_ok
 
 
 def npu(t, device=0):
@@ -418,3 +418,74 @@ def test_batch_norm_eval_placeholders_are_cpus(op):
         got = op(npu(x), npu(w), npu(b), npu(mean), npu(var), training, 0.1, 1e-5)
         for r, c in zip(got, want):
             assert_same(r, c)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: torch.empty(2, 3, device=d),
+        lambda d: torch.empty(0, device=d),
+        lambda d: torch.empty(0, 3, device=d),
+        lambda d: torch.empty((), device=d),
+        lambda d: torch.empty(2, 3, 4, 5, device=d, memory_format=torch.channels_last),
+        lambda d: torch.empty(2, 3, 4, 5, 6, device=d, memory_format=torch.channels_last_3d),
+        lambda d: torch.empty(3, dtype=torch.float64, device=d),
+        lambda d: torch.empty_strided((2, 3), (1, 2), device=d),
+        lambda d: torch.empty_strided((2, 3), (0, 1), device=d),  # overlapping
+        lambda d: torch.empty_strided((2, 3), (10, 2), device=d),  # with gaps
+        lambda d: torch.empty_strided((2, 0), (1, 1), device=d),
+        lambda d: torch.empty_like(torch.empty(4, 2, device=d).t()),
+    ],
+)
+def test_empty_factories_give_cpus_metadata(make):
+    # The npu factories build their tensors themselves (Note [npu tensors are
+    # made with NPUStorageImpl]); shapes, strides, dtype and storage sizes
+    # must be what CPU's give.
+    n, c = make("npu"), make("cpu")
+    assert n.device.type == "npu"
+    assert (n.shape, n.stride(), n.dtype, n.storage_offset()) == (
+        c.shape,
+        c.stride(),
+        c.dtype,
+        c.storage_offset(),
+    )
+    assert n.untyped_storage().nbytes() == c.untyped_storage().nbytes()
+    assert n.untyped_storage().resizable()
+
+
+def test_empty_factories_refuse_what_cpu_refuses():
+    for make in (
+        lambda d: torch.empty(2, -1, device=d),
+        lambda d: torch.empty_strided((2, -3), (1, 1), device=d),
+        lambda d: torch.empty(2, 3, device=d, memory_format=torch.channels_last),  # not 4-d
+    ):
+        with pytest.raises(RuntimeError) as cpu_error:
+            make("cpu")
+        with pytest.raises(RuntimeError) as npu_error:
+            make("npu")
+        assert str(cpu_error.value).split("\n")[0] in str(npu_error.value)
+
+
+def test_storages_made_through_pythons_storage_api_are_usable():
+    # torch.UntypedStorage goes through c10's storage factory, which makes an
+    # NPUStorageImpl for npu (core/NPUStorageImpl.h).
+    s = torch.UntypedStorage(16, device="npu")
+    assert s.device.type == "npu" and s.nbytes() == 16
+    t = torch.empty(0, device="npu").set_(s, 0, (4,), (1,))
+    t.fill_(2.5)
+    assert t.tolist() == [2.5] * 4
+    s.resize_(32)
+    assert s.nbytes() == 32
+
+
+def test_complex32_factories_warn_that_the_dtype_is_experimental():
+    # As CPU's factories do, once per process (hence a process of its own).
+    out = run_py_ok(
+        "import warnings, torch, torch_npu\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    torch.empty(2, dtype=torch.complex32, device='npu')\n"
+        "    torch.empty_strided((2,), (1,), dtype=torch.complex32, device='npu')\n"
+        "print(sum('experimental' in str(x.message) for x in w))\n"
+    )
+    assert out.split()[-1] == "1"
