@@ -1,6 +1,8 @@
 // See NPUStorageImpl.h and Note [Storages are freed on any thread].
 #include "core/NPUStorageImpl.h"
 
+#include <c10/util/Exception.h>
+
 #include <new>
 #include <utility>
 
@@ -38,8 +40,17 @@ c10::intrusive_ptr<c10::StorageImpl> makeNPUStorageImpl(
 
 namespace {
 
+// c10 accepts one factory per device type and raises for a second one. A
+// library load must not throw: if something else registered first, c10's
+// make_storage_impl keeps using that one (our own factories still make
+// NPUStorageImpl objects).
 const bool kRegistered = [] {
-  c10::SetStorageImplCreate(c10::DeviceType::PrivateUse1, &makeNPUStorageImpl);
+  try {
+    if (c10::GetStorageImplCreate(c10::DeviceType::PrivateUse1) == nullptr) {
+      c10::SetStorageImplCreate(c10::DeviceType::PrivateUse1, &makeNPUStorageImpl);
+    }
+  } catch (const c10::Error&) {
+  }
   return true;
 }();
 
