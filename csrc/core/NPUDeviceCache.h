@@ -4,7 +4,9 @@
 // Files of the allocator, by concept:
 //   NPUBlockPool.h/.cpp       blocks, segments, pools; sizes and splitting rules
 //   NPUExpandableSegment.h/.cpp  expandable segments: growth by mapping, shrinking
-//   NPUDeviceCache.cpp        allocate, split, merge, release, garbage collection
+//   NPUDeviceCache.cpp        allocate, split, merge
+//   NPUDeviceRelease.cpp      release of cached segments: empty_cache, garbage
+//                             collection, the out-of-memory retry
 //   NPUAllocatorStats.cpp     statistics, the memory fraction, the out-of-memory message
 //   NPUPrivatePools.cpp       private pools (graph capture, MemPool)
 //   NPUCachingAllocator.cpp   frees across streams: pending events, the
@@ -100,6 +102,7 @@ class DeviceState {
   // --- NPUDeviceCache.cpp ---
   // Allocates from the pool the current stream routes to. Thread-safe.
   c10::DataPtr allocate(size_t nbytes, const NPUStream& stream);
+  // --- NPUDeviceRelease.cpp ---
   // Frees whole cached segments (see ReleaseRequest); waits for the streams
   // that last used them first. Takes the lock itself. Thread-safe.
   void releaseCached(const ReleaseRequest& request);
