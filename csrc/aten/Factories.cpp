@@ -46,6 +46,7 @@ void checkFactoryOptions(std::optional<c10::Device> device, std::optional<c10::L
 // storage is an NPUStorageImpl (Note [Storages are freed on any thread] in
 // core/NPUStorageImpl.h): ATen's versions construct a c10::StorageImpl
 // directly, without asking c10's per-device storage factory.
+
 // ATen's empty functions warn likewise, once per process.
 void warnIfComplexHalf(c10::ScalarType dtype) {
   if (dtype == c10::kComplexHalf) {

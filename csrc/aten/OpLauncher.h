@@ -45,7 +45,8 @@ namespace c10_npu::aten {
 using c10_npu::cpuAlias;
 
 // An uninitialised npu tensor on `device`, allocated on the device's current
-// stream. Thread-safe.
+// stream. Defined in Factories.cpp (Note [npu tensors are made with
+// NPUStorageImpl]). Thread-safe.
 at::Tensor emptyNpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
                     c10::DeviceIndex device);
 
