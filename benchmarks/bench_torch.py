@@ -8,10 +8,10 @@ Measured (each the median of several repetitions):
     the background and is drained outside the timed region);
   * wall time of 1,000 iterations of ``x = relu(x @ w)`` with 256x256 tensors,
     including the final synchronize on npu (w's scale: see ISSUE_W_STD; the
-    same chain without subnormal numbers is printed for information). Each device is measured in a
-    fresh process of its own (see "Why separate processes" below; the
-    median of 5 such processes per device, cpu and npu alternating); the
-    same-process figures are printed too, for information;
+    same chain without subnormal numbers is printed for information). Each
+    device is measured in a fresh process of its own (see "Why separate
+    processes" below; the median of 5 such processes per device, cpu and npu
+    alternating); the same-process figures are printed too, for information;
   * throughput of a 64 MiB elementwise add, including the synchronize;
   * first-op latency: ``(x + 1).sum().item()`` as the first op of a fresh
     process, timed after ``import torch_npu`` (the median over 5 processes
@@ -76,7 +76,7 @@ def tiny_op_latency_us(device: str, n: int = 5000) -> float:
 
 
 # The chain's weights: std 1/16 is the chain the targets were set on; with it
-# relu(x @ w) halves x's variance at every step, so from about step 150 to 300
+# relu(x @ w) halves x's variance at every step, so from about step 200 to 300
 # x is subnormal (most of the wall time: x86 computes subnormals in microcode,
 # tens of times slower) and zero after. KEEP_MAGNITUDE (He initialisation,
 # variance 2/256) keeps x's magnitude, so that the chain measures 256x256
