@@ -31,6 +31,38 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Note [Generator state during capture]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// While the current stream of a generator's device is captured, the
+// generator's position is its offset *within the graph* (Note [Random numbers
+// of captured ops]), not its eager offset: get_state() reports it and
+// set_state() moves it, so that saving and restoring the state inside a
+// captured region (activation checkpointing's preserve_rng_state) makes the
+// replay draw the same numbers twice, as it does eagerly. The seed cannot
+// change inside a capture: the graph's seed is the generator's at each
+// replay, so a different seed is refused (torch_npu's message) and the same
+// seed is accepted and changes nothing. Reseeding nondeterministically and
+// reading or setting the eager offset are refused outright, as torch_npu
+// refuses them. PyTorch holds the generator's mutex around these calls; they
+// take the capture's mutex inside it, never the other way round, since the
+// replay (which takes both the other way) never runs on a capture in
+// progress.
+std::shared_ptr<graphs::CaptureState> captureOf(const c10::GeneratorImpl& gen) {
+  if (!graphs::anyCapture()) return nullptr;
+  return graphs::recorderOf(getCurrentNPUStream(gen.device().index()));
+}
+
+void assertNotCapturing(const c10::GeneratorImpl& gen, const char* attempt) {
+  TORCH_CHECK(captureOf(gen) == nullptr, attempt,
+              " during NPU graph capture. If you need this call to be captured, please file an "
+              "issue. Current npuStreamCaptureStatus: active",
+              NPU_ERROR_SUFFIX);
+}
+
+at::Generator handleOf(NPUGeneratorImpl* gen) {
+  return at::Generator(c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(gen));
+}
+
 }  // namespace
 
 NPUGeneratorImpl::NPUGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
@@ -39,6 +71,13 @@ NPUGeneratorImpl::NPUGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
       seed_(seed) {}
 
 void NPUGeneratorImpl::set_current_seed(uint64_t seed) {
+  if (C10_UNLIKELY(captureOf(*this) != nullptr)) {  // Note [Generator state during capture]
+    TORCH_CHECK(seed == seed_,
+                "NPUGeneratorImpl::set_current_seed can be called during stream capture only if "
+                "new seed is the same as the original seed.",
+                NPU_ERROR_SUFFIX);
+    return;
+  }
   seed_ = seed;
   offset_ = 0;
 }
@@ -46,14 +85,21 @@ void NPUGeneratorImpl::set_current_seed(uint64_t seed) {
 uint64_t NPUGeneratorImpl::current_seed() const { return seed_; }
 
 uint64_t NPUGeneratorImpl::seed() {
+  assertNotCapturing(*this, "Cannot call NPUGeneratorImpl::seed while in capture mode");
   const uint64_t s = c10::detail::getNonDeterministicRandom(/*is_cuda=*/true);
   set_current_seed(s);
   return s;
 }
 
-void NPUGeneratorImpl::set_offset(uint64_t offset) { offset_ = offset; }
+void NPUGeneratorImpl::set_offset(uint64_t offset) {
+  assertNotCapturing(*this, "Cannot call NPUGeneratorImpl::set_offset while in capture mode");
+  offset_ = offset;
+}
 
-uint64_t NPUGeneratorImpl::get_offset() const { return offset_; }
+uint64_t NPUGeneratorImpl::get_offset() const {
+  assertNotCapturing(*this, "Cannot call NPUGeneratorImpl::get_offset while in capture mode");
+  return offset_;
+}
 
 void NPUGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
@@ -63,6 +109,11 @@ void NPUGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
               kStateSize, " bytes, but got ", new_state.numel(), NPU_ERROR_SUFFIX);
   uint64_t values[2];
   std::memcpy(values, new_state.data(), kStateSize);
+  if (auto capture = captureOf(*this)) {  // Note [Generator state during capture]
+    set_current_seed(values[0]);
+    capture->setOffset(handleOf(this), values[1]);
+    return;
+  }
   seed_ = values[0];
   offset_ = values[1];
 }
@@ -70,7 +121,10 @@ void NPUGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
 c10::intrusive_ptr<c10::TensorImpl> NPUGeneratorImpl::get_state() const {
   auto state = at::detail::empty_cpu({static_cast<int64_t>(kStateSize)}, at::kByte, std::nullopt,
                                      std::nullopt, std::nullopt, std::nullopt);
-  const uint64_t values[2] = {seed_, offset_};
+  auto capture = captureOf(*this);  // Note [Generator state during capture]
+  const uint64_t offset =
+      capture ? capture->offsetOf(handleOf(const_cast<NPUGeneratorImpl*>(this))) : offset_;
+  const uint64_t values[2] = {seed_, offset};
   std::memcpy(state.data_ptr(), values, kStateSize);
   return state.getIntrusivePtr();
 }

@@ -34,6 +34,7 @@
 #include "core/NPUFunctions.h"
 #include "core/NPUGenerator.h"
 #include "core/NPUStream.h"
+#include "core/NpuVariables.h"
 #include "core/TaskQueue.h"
 #include "npurt/npurt.h"
 #include "python/Init.h"
@@ -240,6 +241,10 @@ void initModule(py::module_& m) {
     NPU_CHECK(npuGetDeviceProperties(&prop, static_cast<int>(checkedDeviceIndex(d))));
     return py::make_tuple(std::string(prop.name), prop.totalMemory, prop.coreCount);
   });
+  // torch_npu's: the chip's SocVersion as an int (-1: the simulator names no
+  // chip, Note [Simulated chip model]).
+  m.def("_npu_get_soc_version", [] { return static_cast<int>(GetSocVersion()); });
+  m.def("_npu_get_soc_name", [] { return GetSocName(); });
 
   m.def("_npu_getDeviceUtilizationRate", [](int64_t d) {
     unsigned percent = 0;

@@ -149,3 +149,24 @@ def test_random_ops_reproducible(fn):
     torch.npu.manual_seed(2024)
     b = fn().cpu()
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_activation_checkpointing_recomputes_the_same_random_numbers(use_reentrant):
+    # PyTorch saves the npu random state for the recomputation only if
+    # torch.npu._initialized says the device is in use.
+    import torch.utils.checkpoint
+
+    def fn(x):
+        return torch.nn.functional.dropout(x, p=0.5) * torch.rand_like(x)
+
+    torch.ones(1, device="npu")
+    assert torch.npu._initialized is True
+    torch.npu.manual_seed(42)
+    x = torch.ones(256, device="npu", requires_grad=True)
+    y = torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=use_reentrant, preserve_rng_state=True)
+    y.sum().backward()
+    # d(sum(x * mask * 2 * r))/dx is mask * 2 * r: y itself, when the
+    # recomputation drew the forward's numbers again.
+    assert torch.equal(x.grad.cpu(), y.detach().cpu())
+    assert y.count_nonzero() > 0

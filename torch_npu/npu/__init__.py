@@ -1,7 +1,10 @@
 """``torch_npu.npu`` (also reachable as ``torch.npu``): devices, streams,
 events, memory and random numbers of the simulated NPU."""
 
+from typing import Any
+
 from . import _gpu_trace  # noqa: F401  (torch.npu._gpu_trace: PyTorch's GPU trace calls it)
+from . import _backends  # noqa: F401  (torch_npu.npu._backends.get_soc_version, imported by code for torch_npu)
 from . import amp
 from . import comm
 from .autocast_utils import (
@@ -269,3 +272,13 @@ def set_compile_mode(jit_compile: bool = True) -> None:
     torch_npu programs (and its graph tests) that set it run unchanged."""
     if not isinstance(jit_compile, bool):
         raise TypeError(f"jit_compile must be a bool, but got {type(jit_compile).__name__}")
+
+
+def __getattr__(name: str) -> Any:
+    # `torch.npu._initialized`, as `torch.cuda._initialized`: PyTorch reads it
+    # to decide whether a device's state is worth saving (activation
+    # checkpointing saves and restores the npu random state only if it is
+    # true). Computed, so that it follows initialisation from C++ too.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

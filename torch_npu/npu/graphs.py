@@ -12,6 +12,7 @@ torch_npu-managed stream."); full mode allows them (docs/EXTERNAL_STREAMS.md).
 """
 
 import gc
+import warnings
 from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
@@ -209,6 +210,21 @@ class NPUGraph(_C._NPUGraph):
     def reset(self) -> None:
         r"""Delete the graph currently held by this instance and return its memory pool."""
         super().reset()
+
+    def register_generator_state(self, generator: torch.Generator) -> None:
+        r"""Deprecated, does nothing: generators are registered by their first random op in the capture.
+
+        Kept for code written for torch_npu (or for CUDA graphs, where it was
+        needed before PyTorch 2.4); warns as torch_npu does.
+        """
+        warnings.warn(
+            "NPUGraph.register_generator_state() is deprecated, and will be removed in a future "
+            "torch_npu release. It is now a no-op and can be safely removed from your code. "
+            "Generator states are automatically registered when RNG ops first execute during "
+            "graph capture.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
 
     def pool(self) -> _PoolHandle:
         r"""Return an opaque token representing the id of this graph's memory pool."""

@@ -7,13 +7,16 @@ from typing import Any, Dict, List, NamedTuple, Optional, Union
 import torch
 
 from .. import _C
+from ._platform import _is_gte_cann_version, get_cann_version, get_soc_version  # noqa: F401
 from .streams import Stream, _device_index, _enter_stream, _exit_stream
 
 __all__ = [
     "StreamContext",
     "can_device_access_peer",
     "current_blas_handle",
+    "get_cann_version",
     "get_device_capability",
+    "get_soc_version",
     "init",
     "current_device",
     "current_stream",
@@ -57,7 +60,7 @@ def _lazy_init() -> None:
     use. Validates every environment variable the backend reads and raises
     ``RuntimeError`` naming the variable, its value and the accepted values:
     ``NPU_SIM_DEVICE_COUNT``, ``ASCEND_RT_VISIBLE_DEVICES``, ``NPU_SIM_CORES``, ``NPU_SIM_MEMORY_MB``,
-    ``NPU_SIM_TASK_DELAY_US``, ``TASK_QUEUE_ENABLE``,
+    ``NPU_SIM_TASK_DELAY_US``, ``NPU_SIM_SOC_VERSION``, ``TASK_QUEUE_ENABLE``,
     ``ASCEND_LAUNCH_BLOCKING``, ``PER_STREAM_QUEUE`` and
     ``TORCH_NPU_EXTERNAL_STREAM_MODE``; a bad ``STREAMS_PER_DEVICE`` warns
     and uses 32, as torch_npu does. A failed initialisation raises again at
@@ -214,7 +217,7 @@ def get_device_properties(device=None):  # type: (_DeviceLike) -> _DevicePropert
 
 
 def get_device_name(device=None):  # type: (_DeviceLike) -> str
-    r"""Name of a device, e.g. ``'NPU-SIM-0'``."""
+    r"""Name of a device: ``'NPU-SIM-0'``, or the chip ``NPU_SIM_SOC_VERSION`` names (``'Ascend910B1'``)."""
     return get_device_properties(device).name
 
 

@@ -6,7 +6,10 @@ do, on the simulated NPU. Importing this module does not initialise the device.
 - :class:`SupportedDevices` skips a test unless device 0 is one of the named
   chip models. The simulator's device name (``get_device_name``, e.g.
   ``'NPU-SIM-0'``) is no chip model, so such tests skip with a reason that
-  names the models and the current device.
+  names the models and the current device, unless ``NPU_SIM_SOC_VERSION``
+  makes the devices one (``Ascend910B1``).
+- :class:`SkipIfNotGteCANNVersion` skips a test unless CANN is at least the
+  given version; the simulator has none, so such tests skip.
 - :func:`get_cycles_per_ms` calibrates :func:`torch_npu.npu._sleep`, as
   ``torch.testing._internal.common_utils.get_cycles_per_ms`` does for CUDA.
 """
@@ -22,6 +25,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 __all__ = [
+    "SkipIfNotGteCANNVersion",
     "SupportedDevices",
     "create_common_tensor",
     "freeze_rng_state",
@@ -124,6 +128,36 @@ class SupportedDevices:
             if name not in self.supported_devices:
                 raise unittest.SkipTest(
                     f"Only run on {self.supported_devices!r}, current device is {name}."
+                )
+            return fn(slf, *args, **kwargs)
+
+        return dep_fn
+
+
+class SkipIfNotGteCANNVersion:
+    r"""Decorator: run a test only with CANN ``base_version`` or later (``@SkipIfNotGteCANNVersion("9.0.0")``).
+
+    Asks :func:`torch_npu.npu.utils._is_gte_cann_version`. The simulator has no
+    CANN, so the test raises ``unittest.SkipTest("Only run on 9.0.0 or greater,
+    current cann version is .")``, as on a CANN too old to report its version.
+    """
+
+    def __init__(self, base_version: str, module: str = "CANN") -> None:
+        if not isinstance(base_version, str) or not isinstance(module, str):
+            raise TypeError("SkipIfNotGteCANNVersion expects str base_version and module, but got "
+                            f"{base_version!r} and {module!r}")
+        self.base_version = base_version
+        self.module = module
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def dep_fn(slf: Any, *args: Any, **kwargs: Any) -> Any:
+            from torch_npu.npu.utils import _is_gte_cann_version, get_cann_version
+
+            if not _is_gte_cann_version(self.base_version, module=self.module):
+                raise unittest.SkipTest(
+                    f"Only run on {self.base_version} or greater, current cann version is "
+                    f"{get_cann_version(module=self.module)}."
                 )
             return fn(slf, *args, **kwargs)
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "acl/acl.h"
@@ -142,6 +143,17 @@ ACL_FUNC_VISIBILITY aclError aclrtGetDeviceUtilizationRate(int32_t deviceId,
     utilizationInfo->memoryUtilization = -1;
     return ACL_SUCCESS;
   });
+}
+
+ACL_FUNC_VISIBILITY const char* aclrtGetSocName(void) {
+  // The configuration is read once and never changes, so neither does the
+  // answer; kept in a static because callers keep the pointer.
+  static const std::string name = [] {
+    npuDeviceProp prop{};
+    return npuGetDeviceProperties(&prop, 0) == npuSuccess ? std::string(prop.socName)
+                                                           : std::string();
+  }();
+  return name.empty() ? nullptr : name.c_str();
 }
 
 ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOut(uint32_t timeout) {

@@ -44,13 +44,27 @@ void releaseAll(std::vector<npuTask>& tasks) noexcept {
 
 }  // namespace
 
+CaptureState::Rng& CaptureState::rngOfLocked(const at::Generator& generator) {
+  for (Rng& rng : rngs) {
+    if (rng.generator == generator) return rng;
+  }
+  return rngs.emplace_back(Rng{generator, std::make_shared<GraphRngState>(), 0});
+}
+
 SeedReservation CaptureState::reserve(const at::Generator& generator) {
   std::lock_guard<std::mutex> lock(mutex);
-  for (Rng& rng : rngs) {
-    if (rng.generator == generator) return SeedReservation{0, rng.state, rng.increment++};
-  }
-  rngs.push_back(Rng{generator, std::make_shared<GraphRngState>(), 1});
-  return SeedReservation{0, rngs.back().state, 0};
+  Rng& rng = rngOfLocked(generator);
+  return SeedReservation{0, rng.state, rng.increment++};
+}
+
+uint64_t CaptureState::offsetOf(const at::Generator& generator) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return rngOfLocked(generator).increment;
+}
+
+void CaptureState::setOffset(const at::Generator& generator, uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mutex);
+  rngOfLocked(generator).increment = offset;
 }
 
 void CaptureState::noteWrite(const poison::StorageRef& storage) {

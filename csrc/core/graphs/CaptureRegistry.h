@@ -71,8 +71,21 @@ struct CaptureState {
   // Reserves one sub-sequence of `generator` for a captured task: its offset
   // within a replay, and the state it resolves against. Thread-safe.
   SeedReservation reserve(const at::Generator& generator);
+  // The offset the next reserve(generator) returns: the generator's
+  // position within the capture (Note [Generator state during capture] in
+  // NPUGenerator.cpp). Thread-safe.
+  uint64_t offsetOf(const at::Generator& generator);
+  // Moves that position, as set_state does during a capture; the replay
+  // advances the generator by the position at the capture's end.
+  // Thread-safe.
+  void setOffset(const at::Generator& generator, uint64_t offset);
   // Records that a captured task writes `storage`. Thread-safe.
   void noteWrite(const poison::StorageRef& storage);
+
+ private:
+  // The entry of `generator`, made (at position 0) on first use. Caller
+  // holds `mutex`.
+  Rng& rngOfLocked(const at::Generator& generator);
 };
 
 // True while any capture made through NPUGraph is in progress or any stream

@@ -151,8 +151,16 @@ npuError_t npuGetDeviceProperties(npuDeviceProp* prop, int device) {
     *prop = npuDeviceProp{};
     // The simulated device's own ordinal, as nvidia-smi names GPUs whatever
     // CUDA_VISIBLE_DEVICES says (Note [Visible devices]).
-    std::snprintf(prop->name, sizeof prop->name, "NPU-SIM-%d",
-                  rt.config().physicalDevice[static_cast<size_t>(device)]);
+    // With a chip model every device is named after it, as CANN names
+    // devices by their chip (Note [Simulated chip model]).
+    const std::string& soc = rt.config().socName;
+    std::snprintf(prop->socName, sizeof prop->socName, "%s", soc.c_str());
+    if (soc.empty()) {
+      std::snprintf(prop->name, sizeof prop->name, "NPU-SIM-%d",
+                    rt.config().physicalDevice[static_cast<size_t>(device)]);
+    } else {
+      std::snprintf(prop->name, sizeof prop->name, "%s", soc.c_str());
+    }
     prop->index = device;
     prop->coreCount = d.executor().cores();
     prop->totalMemory = d.capacity();

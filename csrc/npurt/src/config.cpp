@@ -124,6 +124,43 @@ std::string parseRaceCheck(Config& config) {
          std::string(text) + "'";
 }
 
+// Note [Simulated chip model]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// By default the simulated devices name no chip: their name is
+// "NPU-SIM-<n>" and aclrtGetSocName has none, so code that asks which Ascend
+// chip it runs on (torch_npu's get_soc_version, SupportedDevices in its test
+// suite) learns that it runs on none. NPU_SIM_SOC_VERSION=<name> makes every
+// device report that chip model instead, with the name CANN's runtime gives
+// it, so that code and tests written for one chip run here unchanged. Only
+// the name changes: the simulator models no difference between chips (their
+// core counts, memory sizes, inf/nan modes), and docs say so. The accepted
+// names are the chip models torch_npu knows (NpuVariables); any other value
+// fails initialisation naming it, since torch_npu itself refuses an unknown
+// chip ("Unsupported soc version").
+std::string parseSocVersion(Config& config) {
+  const char* raw = std::getenv("NPU_SIM_SOC_VERSION");
+  if (raw == nullptr || *raw == '\0') return {};
+  static constexpr const char* kChips[] = {
+      "Ascend910PremiumA", "Ascend910ProA",  "Ascend910A",     "Ascend910ProB",
+      "Ascend910B",        "Ascend310P1",    "Ascend310P2",    "Ascend310P3",
+      "Ascend310P4",       "Ascend310P5",    "Ascend310P7",    "Ascend910B1",
+      "Ascend910B2",       "Ascend910B2C",   "Ascend910B3",    "Ascend910B4",
+      "Ascend910B4-1",     "Ascend310B1",    "Ascend310B2",    "Ascend310B3",
+      "Ascend310B4",       "Ascend910_9391", "Ascend910_9392", "Ascend910_9381",
+      "Ascend910_9382",    "Ascend910_9372", "Ascend910_9362", "Ascend910_9363"};
+  const std::string_view text(raw);
+  constexpr std::string_view kAscend950 = "Ascend950";  // every Ascend950 variant
+  bool known = text.size() < 32 && text.substr(0, kAscend950.size()) == kAscend950;
+  for (const char* chip : kChips) known = known || text == chip;
+  if (!known) {
+    return "NPU_SIM_SOC_VERSION must name an Ascend chip model known to torch_npu (e.g. "
+           "Ascend910B1, Ascend910_9391, Ascend310P3, Ascend950PR), got '" +
+           std::string(text) + "'";
+  }
+  config.socName = std::string(text);
+  return {};
+}
+
 }  // namespace
 
 std::string loadConfig(Config& config) {
@@ -146,6 +183,7 @@ std::string loadConfig(Config& config) {
   }
   if (error = parseFault(config); !error.empty()) return error;
   if (error = parseRaceCheck(config); !error.empty()) return error;
+  if (error = parseSocVersion(config); !error.empty()) return error;
   if (error = parseVisibleDevices(static_cast<int>(devices), config.physicalDevice);
       !error.empty()) {
     return error;

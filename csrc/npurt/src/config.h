@@ -29,6 +29,9 @@ struct Config {
   // NPU_SIM_RACECHECK: an npuRaceCheckMode value (0 off, 1 error, 2 log,
   // 3 abort); Note [Happens-before model] in racecheck/racecheck.h.
   int raceCheckMode = 0;
+  // NPU_SIM_SOC_VERSION: the chip model the devices report (Note [Simulated
+  // chip model]); empty for none, the default.
+  std::string socName;
 };
 
 // Fills `config` from the environment. Returns "" on success, otherwise the

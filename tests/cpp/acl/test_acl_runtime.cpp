@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "acl/acl.h"
@@ -60,6 +62,20 @@ TEST(AclDevice, SetGetCountAndBadIds) {
   EXPECT_EQ(aclrtGetDevice(nullptr), ACL_ERROR_INVALID_PARAM);
   EXPECT_EQ(aclrtGetDeviceCount(nullptr), ACL_ERROR_INVALID_PARAM);
   ASSERT_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+}
+
+TEST(AclDevice, SocNameIsTheSimulatedChip) {
+  // No chip by default; the one NPU_SIM_SOC_VERSION names when set (CTest
+  // runs this test both ways, tests/cpp/acl/CMakeLists.txt).
+  const char* expected = std::getenv("NPU_SIM_SOC_VERSION");
+  const char* name = aclrtGetSocName();
+  if (expected == nullptr) {
+    EXPECT_EQ(name, nullptr);
+  } else {
+    ASSERT_NE(name, nullptr);
+    EXPECT_STREQ(name, expected);
+  }
+  EXPECT_EQ(aclrtGetSocName(), name);  // the same string for the life of the process
 }
 
 TEST(AclDevice, UtilizationRateIsNpurtsInCannsLayout) {

@@ -50,7 +50,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"NPU_SIM_TASK_DELAY_US", "10000001"}, BadValue{"NPU_SIM_EXIT_TIMEOUT_MS", "abc"},
         BadValue{"NPU_SIM_EXIT_TIMEOUT_MS", "3600001"}, BadValue{"NPU_SIM_FAULT", "alloc"},
         BadValue{"NPU_SIM_FAULT", "alloc:0"}, BadValue{"NPU_SIM_FAULT", "oops:1"},
-        BadValue{"NPU_SIM_FAULT", "task:x"}, BadValue{"NPU_SIM_FAULT", "copy:-1"}),
+        BadValue{"NPU_SIM_FAULT", "task:x"}, BadValue{"NPU_SIM_FAULT", "copy:-1"},
+        BadValue{"NPU_SIM_SOC_VERSION", "Ascend999"},
+        BadValue{"NPU_SIM_SOC_VERSION", "ascend910b1"}),
     [](const ::testing::TestParamInfo<BadValue>& p) {
       std::string name = std::string(p.param.variable).substr(8) + "_" + std::to_string(p.index);
       return name;
@@ -151,6 +153,23 @@ TEST_F(ConfigTest, MemoryMegabytesSetsTheCapacity) {
   EXPECT_NPU_OK(npuFree(p));
 }
 
+TEST_F(ConfigTest, SocVersionNamesEveryDevice) {
+  NPURT_RUN_IN_CHILD_WITH_ENV({{"NPU_SIM_SOC_VERSION", "Ascend910B4-1"}});
+  for (int device = 0; device < 2; ++device) {
+    npuDeviceProp prop{};
+    ASSERT_NPU_OK(npuGetDeviceProperties(&prop, device));
+    EXPECT_EQ(std::string(prop.name), "Ascend910B4-1");
+    EXPECT_EQ(std::string(prop.socName), "Ascend910B4-1");
+  }
+}
+
+TEST_F(ConfigTest, EveryAscend950VariantIsAccepted) {
+  NPURT_RUN_IN_CHILD_WITH_ENV({{"NPU_SIM_SOC_VERSION", "Ascend950PR_9599"}});
+  npuDeviceProp prop{};
+  ASSERT_NPU_OK(npuGetDeviceProperties(&prop, 1));
+  EXPECT_EQ(std::string(prop.socName), "Ascend950PR_9599");
+}
+
 TEST_F(ConfigTest, DefaultsWhenUnset) {
   NPURT_RUN_IN_CHILD_WITH_ENV({});
   int count = 0;
@@ -160,6 +179,8 @@ TEST_F(ConfigTest, DefaultsWhenUnset) {
   ASSERT_NPU_OK(npuGetDeviceProperties(&prop, 0));
   EXPECT_EQ(prop.coreCount, 2);
   EXPECT_EQ(prop.totalMemory, size_t{8192} << 20);
+  EXPECT_EQ(std::string(prop.name), "NPU-SIM-0");
+  EXPECT_EQ(std::string(prop.socName), "");  // no chip model
   uint32_t delay = 1;
   ASSERT_NPU_OK(npuGetTaskDelay(&delay));
   EXPECT_EQ(delay, 0u);

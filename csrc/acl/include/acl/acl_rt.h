@@ -168,6 +168,11 @@ ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOut(uint32_t timeout);
 /* The same in microseconds; [out] actualTimeout (may be NULL): the timeout in
  * force, timeout itself (the simulator has no granularity to round to). */
 ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOutV2(uint64_t timeout, uint64_t* actualTimeout);
+/* The chip model the devices simulate (NPU_SIM_SOC_VERSION, e.g.
+ * "Ascend910B1"), or NULL when they simulate none (the default) or the runtime
+ * cannot start; CANN returns NULL when it cannot tell either. The string lives
+ * as long as the process. Thread-safe. */
+ACL_FUNC_VISIBILITY const char* aclrtGetSocName(void);
 /* [out] runMode: always ACL_HOST (the program runs on the host). */
 ACL_FUNC_VISIBILITY aclError aclrtGetRunMode(aclrtRunMode* runMode);
 

@@ -162,11 +162,13 @@ NPURT_API npuError_t npuGetForkState(int* inForkedChild);
 /* ------------------------------------------------------------------------ */
 
 typedef struct npuDeviceProp {
-  char name[64];          /* "NPU-SIM-<index>" */
+  char name[64];          /* "NPU-SIM-<index>", or socName when one is set */
   int index;              /* device ordinal */
   int coreCount;          /* executor threads of this device */
   size_t totalMemory;     /* capacity in bytes (NPU_SIM_MEMORY_MB) */
   size_t freeMemory;      /* capacity minus bytes currently allocated */
+  char socName[32];       /* the chip model simulated (NPU_SIM_SOC_VERSION, e.g.
+                             "Ascend910B1"), "" for none (the default) */
 } npuDeviceProp;
 
 /* [out] count: number of devices. CUDA: cudaGetDeviceCount.
