@@ -53,6 +53,7 @@ void initGraphs(py::module_& m) {
       .def("replay", torch::wrap_pybind_function_no_gil(&NPUGraph::replay))
       .def("reset", &NPUGraph::reset, py::call_guard<py::gil_scoped_release>())
       .def("pool", torch::wrap_pybind_function(&NPUGraph::pool))
+      .def("_has_graph_exec", &NPUGraph::has_graph_exec)
       .def("enable_debug_mode", &NPUGraph::enable_debug_mode)
       .def("debug_dump", torch::wrap_pybind_function_no_gil(&NPUGraph::debug_dump),
            py::arg("debug_path"))

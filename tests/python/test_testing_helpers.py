@@ -94,3 +94,50 @@ def test_skip_if_unsupport_multi_npu():
         skipIfUnsupportMultiNPU(64)(_Case.method)(_Case())
     with pytest.raises(TypeError, match="'2'"):
         skipIfUnsupportMultiNPU("2")
+
+
+def test_instantiate_tests_makes_one_test_per_dtype_and_format():
+    from torch_npu.testing.decorator import Dtypes, Formats, instantiate_tests
+
+    calls = []
+
+    @instantiate_tests
+    class Case(unittest.TestCase):
+        @Dtypes(torch.float16, torch.float32)
+        @Formats(0, 29)
+        def test_op(self, device, dtype, npu_format):
+            calls.append((device, dtype, npu_format))
+
+        @Dtypes(torch.int8)
+        def test_plain(self, dtype):
+            calls.append(dtype)
+
+        def test_untouched(self):
+            calls.append("untouched")
+
+    names = sorted(n for n in vars(Case) if n.startswith("test_"))
+    assert names == ["test_op_float16_0", "test_op_float16_29", "test_op_float32_0",
+                     "test_op_float32_29", "test_plain_int8", "test_untouched"]
+    result = unittest.TextTestRunner(stream=open("/dev/null", "w")).run(
+        unittest.defaultTestLoader.loadTestsFromTestCase(Case))
+    assert result.wasSuccessful() and result.testsRun == 6
+    assert ("npu", torch.float32, 29) in calls and torch.int8 in calls and "untouched" in calls
+
+
+def test_instantiate_tests_and_dtypes_reject_what_they_cannot_use():
+    from torch_npu.testing.decorator import Dtypes, Formats, instantiate_tests
+
+    with pytest.raises(RuntimeError, match="No dtypes given"):
+        Dtypes()
+    with pytest.raises(RuntimeError, match="Unknown dtype"):
+        Dtypes("float32")
+    with pytest.raises(RuntimeError, match="No formats given"):
+        Formats()
+
+    class NoParameter:
+        @Dtypes(torch.float32)
+        def test_op(self):
+            pass
+
+    with pytest.raises(RuntimeError, match="NoParameter.test_op: .*'dtype'"):
+        instantiate_tests(NoParameter)

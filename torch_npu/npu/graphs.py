@@ -13,12 +13,13 @@ torch_npu-managed stream."); full mode allows them (docs/EXTERNAL_STREAMS.md).
 
 import gc
 import warnings
-from typing import Any, Callable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
 
 from .. import _C
 from . import utils as _utils
+from ._super_kernel_options import check_super_kernel_options
 
 __all__ = [
     "NPUGraph",
@@ -229,6 +230,39 @@ class NPUGraph(_C._NPUGraph):
     def pool(self) -> _PoolHandle:
         r"""Return an opaque token representing the id of this graph's memory pool."""
         return super().pool()
+
+    def super_kernel_optimize(self, optimize_options: Optional[Dict[str, Any]] = None,
+                              debug_options: Optional[Dict[str, Any]] = None) -> None:
+        r"""Ask for the captured graph to be compiled into super kernels (torch_npu's API).
+
+        On Ascend hardware CANN fuses the graph's kernels into few large ones;
+        replays give the same results, faster. The simulator runs every
+        captured node as its own task and fuses nothing here (only
+        :func:`super_kernel_scope_begin` scopes are fused): the call checks the
+        options as torch_npu does and that a capture succeeded, and otherwise
+        changes nothing.
+
+        Args:
+            optimize_options (dict, optional): ``preload_code``, ``split_mode``,
+                ``stream_fusion``, ``constant_codegen``, ``auto_op_parallel``,
+                ``early_start`` (int); ``opt_extend`` (str);
+                ``dcci_before_kernel_start``, ``dcci_after_kernel_end``,
+                ``dcci_disable_on_kernel``, ``ubuf_lock_ignore_kernel`` (lists of
+                kernel names); ``aggressive_opt_strategies`` (dict of int
+                ``event_breaker_bypass``, ``value_breaker_bypass``,
+                ``task_breaker_bypass``).
+            debug_options (dict, optional): ``debug_sync_all``,
+                ``debug_op_exec_trace``, ``debug_cross_core_sync_check``,
+                ``debug_per_op_max_core_num`` (int); ``debug_extend`` (str).
+
+        Raises:
+            RuntimeError: a bad option (its name, the expected type), or no
+                successful capture yet.
+        """
+        check_super_kernel_options(optimize_options, debug_options)
+        if not super()._has_graph_exec():
+            raise RuntimeError(
+                "Called NPUGraph::super_kernel_optimize without a preceding successful capture.")
 
     def enable_debug_mode(self) -> None:
         r"""Keep the graph for :meth:`debug_dump` (the simulator always keeps it)."""

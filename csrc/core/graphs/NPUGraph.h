@@ -95,6 +95,9 @@ class NPUGraph {
   // Writes the graph as Graphviz DOT to `path` (warns without a graph).
   void debug_dump(const std::string& path);
 
+  // True after a successful capture_end(), until reset().
+  bool has_graph_exec() const noexcept { return hasGraphExec_; }
+
   // The capture/graph state task-group handles refer to; null before capture.
   std::shared_ptr<graphs::CaptureState> state() const { return capture_; }
 
