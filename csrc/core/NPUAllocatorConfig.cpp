@@ -17,9 +17,6 @@ namespace c10_npu::NPUCachingAllocator {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
-// A split limit at or below the large-segment size (20 MiB) would forbid
-// splitting the segments made for medium requests: CUDA rejects it too.
-constexpr size_t kMinMaxSplitSizeMb = 20;
 // c10's bound of large_segment_size_mb: a segment must hold any request below
 // kMinLargeAlloc (10 MiB).
 constexpr size_t kMinLargeSegmentSizeMb = 10;
@@ -79,10 +76,6 @@ size_t parseMegabytesAbove(std::string_view key, std::string_view value, size_t 
   return bytes;
 }
 
-size_t parseSplitSize(std::string_view value) {
-  return parseMegabytesAbove("max_split_size_mb", value, kMinMaxSplitSizeMb,
-                             "PYTORCH_NPU_ALLOC_CONF: max_split_size_mb", "");
-}
 
 double parseNumber(std::string_view key, std::string_view value) {
   const std::string text(value);
@@ -206,7 +199,7 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
     const std::string_view key = kv[0];
     const std::string_view value = kv[1];
     if (key == "max_split_size_mb") {
-      out.maxSplitSize = parseSplitSize(value);
+      out.maxSplitSize = parseMegabytes(key, value);
     } else if (key == "garbage_collection_threshold") {
       out.garbageCollectionThreshold = parseThreshold(value);
     } else if (key == "per_process_memory_fraction") {
@@ -235,6 +228,13 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
           NPU_ERROR_SUFFIX);
     }
   }
+  // A split limit below the large-segment size would forbid splitting the
+  // segments made for medium requests; c10's parser (which torch_npu uses
+  // for this option) refuses it with these words, whatever the order of the
+  // two options.
+  TORCH_CHECK(out.maxSplitSize >= out.largeSegmentSize,
+              "CachingAllocator option max_split_size_mb too small, must be >= ",
+              out.largeSegmentSize / kMiB, NPU_ERROR_SUFFIX);
   if (out.legacySegmentSize != 0 && out.largeSegmentSize != AllocatorConfig{}.largeSegmentSize) {
     TORCH_WARN_ONCE(
         "Both `segment_size_mb` and `large_segment_size_mb` are set. `segment_size_mb` is "

@@ -292,9 +292,26 @@ def test_allocator_settings_max_split_size():
     assert out.split() == [str(32 << 20), "1", "1"]
 
 
+def test_split_limit_may_equal_the_large_segment_size():
+    # c10's rule: max_split_size_mb >= large_segment_size_mb (20 by default).
+    out = run_py_ok(
+        """
+        import torch, torch_npu
+        torch.npu.memory._set_allocator_settings("max_split_size_mb:20")
+        print(torch.npu.memory_stats()["max_split_size"])
+        torch.npu.memory._set_allocator_settings("large_segment_size_mb:11,max_split_size_mb:15")
+        print(torch.npu.memory_stats()["max_split_size"])
+        """
+    )
+    assert out.split() == [str(20 << 20), str(15 << 20)]
+
+
 @pytest.mark.parametrize("conf, text", [
     ("max_split_size_mb:abc", "max_split_size_mb expects a whole number of MiB, but got 'abc'"),
-    ("max_split_size_mb:4", "max_split_size_mb must be > 20, but got 4"),
+    ("max_split_size_mb:4", "max_split_size_mb too small, must be >= 20"),
+    ("max_split_size_mb:19", "max_split_size_mb too small, must be >= 20"),
+    ("large_segment_size_mb:50,max_split_size_mb:30", "max_split_size_mb too small, must be >= 50"),
+    ("max_split_size_mb:30,large_segment_size_mb:50", "max_split_size_mb too small, must be >= 50"),
     ("garbage_collection_threshold:2", r"garbage_collection_threshold must be in \(0.0, 1.0\), but got 2"),
     ("expandable_segments:yes", "expandable_segments expects True or False, but got 'yes'"),
     ("throw_on_npumalloc_oom:maybe", "throw_on_npumalloc_oom expects True or False, but got 'maybe'"),
