@@ -3,6 +3,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
@@ -110,6 +111,70 @@ size_t parseLargeSegmentSize(std::string_view value) {
                              "CachingAllocator option large_segment_size_mb", " MB");
 }
 
+// Note [Power-of-two size classes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// roundup_power2_divisions is c10's option (CUDA's and torch_npu's): between
+// two powers of two 2^k and 2^(k+1), requests are rounded up to one of n
+// equal steps, so that many slightly different sizes share a few block
+// sizes and reuse each other's cached blocks. "n" applies to every size;
+// "[1:1,64:4,256:8,>:2]" per interval, keyed by a power-of-two size in MiB:
+// the first entry also covers every smaller interval, each later entry only
+// its own (the intervals between stay 0, plain rounding), and ">" every
+// interval after the last. Divisions must be powers of two; c10's words.
+bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+size_t log2Floor(uint64_t v) { return 63 - static_cast<size_t>(__builtin_clzll(v)); }
+
+uint64_t parseDivisions(std::string_view value) {
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  TORCH_CHECK(ec == std::errc() && end == value.data() + value.size(),
+              "PYTORCH_NPU_ALLOC_CONF: roundup_power2_divisions expects whole numbers, but got '",
+              value, "'", NPU_ERROR_SUFFIX);
+  TORCH_CHECK(n == 0 || isPowerOfTwo(n), "For roundups, the divisions has to be power of 2 , but got ",
+              n, NPU_ERROR_SUFFIX);
+  return n;
+}
+
+std::array<size_t, kRoundupPower2Intervals> parseRoundupDivisions(std::string_view value) {
+  std::array<size_t, kRoundupPower2Intervals> table{};
+  if (value.empty() || value.front() != '[') {
+    table.fill(parseDivisions(value));
+    return table;
+  }
+  TORCH_CHECK(value.back() == ']' && value.size() > 2,
+              "PYTORCH_NPU_ALLOC_CONF: roundup_power2_divisions expects a number or a list "
+              "'[<MiB>:<divisions>,...,>:<divisions>]', but got '",
+              value, "'", NPU_ERROR_SUFFIX);
+  std::optional<size_t> last;  // index of the previous entry
+  for (std::string_view entry : splitOn(value.substr(1, value.size() - 2), ',')) {
+    const auto kv = splitOn(entry, ':');
+    TORCH_CHECK(kv.size() == 2, "PYTORCH_NPU_ALLOC_CONF: roundup_power2_divisions expects ",
+                "'<MiB>:<divisions>' entries, but got '", entry, "'", NPU_ERROR_SUFFIX);
+    const uint64_t divisions = parseDivisions(kv[1]);
+    if (kv[0] == ">") {
+      std::fill(table.begin() + (last ? *last + 1 : 0), table.end(), divisions);
+      last = kRoundupPower2Intervals - 1;
+      continue;
+    }
+    uint64_t mb = 0;
+    const auto [end, ec] = std::from_chars(kv[0].data(), kv[0].data() + kv[0].size(), mb);
+    TORCH_CHECK(ec == std::errc() && end == kv[0].data() + kv[0].size() && isPowerOfTwo(mb),
+                "For roundups, the intervals have to be power of 2, but got '", kv[0], "'",
+                NPU_ERROR_SUFFIX);
+    const size_t index = std::min(log2Floor(mb), kRoundupPower2Intervals - 1);
+    TORCH_CHECK(!last || index > *last, "PYTORCH_NPU_ALLOC_CONF: roundup_power2_divisions' ",
+                "intervals must ascend, but got '", kv[0], "' after a larger one", NPU_ERROR_SUFFIX);
+    if (!last) {
+      std::fill(table.begin(), table.begin() + index + 1, divisions);
+    } else {
+      table[index] = divisions;
+    }
+    last = index;
+  }
+  return table;
+}
+
 // torch_npu's segment_size_mb, with its messages.
 size_t parseLegacySegmentSize(std::string_view value) {
   TORCH_WARN_ONCE("`segment_size_mb` is deprecated, please use `large_segment_size_mb` instead.");
@@ -137,7 +202,6 @@ bool parseBool(std::string_view key, std::string_view value) {
 // that configurations written for torch_npu work unchanged, without effect
 // here (warned once per process).
 constexpr std::string_view kAcceptedWithoutEffect[] = {
-    "roundup_power2_divisions",
     "pinned_use_background_threads",
     "pinned_max_round_threshold_mb",
     "pinned_max_cached_size_mb",
@@ -212,6 +276,8 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
       out.expandableSegments = parseBool(key, value);
     } else if (key == "large_segment_size_mb") {
       out.largeSegmentSize = parseLargeSegmentSize(value);
+    } else if (key == "roundup_power2_divisions") {
+      out.roundupPower2Divisions = parseRoundupDivisions(value);
     } else if (key == "segment_size_mb") {
       out.legacySegmentSize = parseLegacySegmentSize(value);
     } else if (acceptedWithoutEffect(key)) {
@@ -224,7 +290,8 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
           false, "Unrecognized key '", key, "' in NPU allocator config ",
           "(PYTORCH_NPU_ALLOC_CONF); supported: max_split_size_mb, ",
           "garbage_collection_threshold, per_process_memory_fraction, max_non_split_rounding_mb, ",
-          "throw_on_npumalloc_oom, expandable_segments, large_segment_size_mb, segment_size_mb",
+          "throw_on_npumalloc_oom, expandable_segments, large_segment_size_mb, segment_size_mb, ",
+          "roundup_power2_divisions",
           NPU_ERROR_SUFFIX);
     }
   }

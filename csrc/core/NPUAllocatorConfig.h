@@ -32,9 +32,14 @@
 //                                     favour of large_segment_size_mb, warned):
 //                                     the large pool's expandable page size,
 //                                     unless large_segment_size_mb is set
+//   roundup_power2_divisions:<n>      a power of two: requests are rounded up to
+//   roundup_power2_divisions:[<mb>:<n>,...,>:<n>]  one of n equal steps
+//                                     between two powers of two, for every
+//                                     size, or per size interval (c10's option;
+//                                     Note [Power-of-two size classes])
 // Expandable page sizes are rounded up to npurt's granularity (2 MiB).
-// torch_npu's other hardware tuning options (page_size,
-// roundup_power2_divisions, pinned_* ...) are accepted without effect
+// torch_npu's other hardware tuning options (page_size, pinned_* ...) are
+// accepted without effect
 // (warned once). PYTORCH_ALLOC_CONF is read when PYTORCH_NPU_ALLOC_CONF is
 // not set; both set is an error, as in torch_npu.
 // A bad option raises a c10::Error (RuntimeError in Python, as torch_npu's
@@ -42,6 +47,7 @@
 // configuration then stays in force.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -49,6 +55,9 @@
 #include <string_view>
 
 namespace c10_npu::NPUCachingAllocator {
+
+// Size intervals of roundup_power2_divisions: 1 MiB, 2 MiB, ... 32 GiB and up.
+inline constexpr size_t kRoundupPower2Intervals = 16;
 
 struct AllocatorConfig {
   // Blocks of this size or larger are never split, and a request below it is
@@ -72,6 +81,10 @@ struct AllocatorConfig {
   size_t largeSegmentSize = size_t{20} << 20;
   // torch_npu's deprecated segment_size_mb; 0: not set.
   size_t legacySegmentSize = 0;
+  // roundup_power2_divisions (Note [Power-of-two size classes]): entry i
+  // applies to requests in [2^(20+i), 2^(21+i)) bytes (the first also below,
+  // the last also above); 0 or 1: plain 512-byte rounding.
+  std::array<size_t, kRoundupPower2Intervals> roundupPower2Divisions{};
 
   // The page of the large pool's expandable segments: large_segment_size_mb
   // if set, else segment_size_mb if set, else 20 MiB (torch_npu's

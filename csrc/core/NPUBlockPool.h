@@ -5,9 +5,11 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // As in PyTorch's CUDA allocator: memory comes from npurt in segments (one
 // npuMalloc each) and is handed out in blocks carved from them.
-//  - Every request is rounded up to a multiple of 512 B (roundSize); that
-//    rounded size is what allocated_bytes counts; requested_bytes counts the
-//    bytes asked for.
+//  - Every request is rounded up to a multiple of 512 B, or to a
+//    power-of-two size class with roundup_power2_divisions (roundSize, Note
+//    [Power-of-two size classes] in NPUAllocatorConfig.cpp); that rounded
+//    size is what allocated_bytes counts; requested_bytes counts the bytes
+//    asked for.
 //  - Requests of at most 1 MiB are "small" and come from 2 MiB segments;
 //    larger ones are "large" and come from 20 MiB segments when under 10 MiB,
 //    else from a segment of their own size rounded up to 2 MiB
@@ -31,6 +33,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -38,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/NPUAllocatorConfig.h"
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUEvent.h"
 #include "core/NPUStream.h"
@@ -56,8 +60,10 @@ constexpr size_t kRoundLarge = size_t{2} << 20;  // larger segments are rounded 
 constexpr size_t kOneExaByte = size_t{1} << 60;
 
 // Rounded block size of a request (see Note [Allocator segments and
-// splitting]); nbytes < kOneExaByte. Pure.
-size_t roundSize(size_t nbytes);
+// splitting]) under `divisions` (AllocatorConfig::roundupPower2Divisions);
+// nbytes < kOneExaByte. Pure.
+size_t roundSize(size_t nbytes,
+                 const std::array<size_t, kRoundupPower2Intervals>& divisions);
 // Size of the segment to npuMalloc for a block of rounded size `size`;
 // largeSegment: the segment of requests below kMinLargeAlloc
 // (large_segment_size_mb, kLargeBuffer by default). Pure.

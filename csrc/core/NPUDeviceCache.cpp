@@ -211,7 +211,7 @@ c10::DataPtr DeviceState::allocate(size_t nbytes, const NPUStream& stream) {
   TORCH_CHECK_WITH(OutOfMemoryError, nbytes < kOneExaByte,
                    "NPU out of memory. Tried to allocate more than 1EB memory.", NPU_ERROR_SUFFIX);
   const AllocatorConfig config = allocatorConfig();
-  const size_t size = roundSize(nbytes);
+  const size_t size = roundSize(nbytes, config.roundupPower2Divisions);
   // Note [Memory history]: the stack is gathered before any lock.
   const Context context =
       historyOn() ? historyContext(RecordContext::kState) : Context();

@@ -1,7 +1,7 @@
 """Allocator policies beyond the defaults: MemPool(use_on_oom, no_split),
 pool snapshots and pool ids in the history, throw_on_npumalloc_oom with
-num_oom_rejections, max_non_split_rounding_mb, graph_pool_handle ids and
-out-of-memory observers.
+num_oom_rejections, max_non_split_rounding_mb, roundup_power2_divisions,
+graph_pool_handle ids and out-of-memory observers.
 
 Every test runs on device 1 (other files leave tensors on device 0) and puts
 the process-wide settings it changes back.
@@ -158,6 +158,34 @@ def test_max_non_split_rounding_mb():
     # 100 MiB is 25 MiB more than asked: taken only if the rounding allows 25 MiB;
     # otherwise a new segment, 75 MiB rounded up to 2 MiB.
     assert out.split() == ["76", "0"]
+
+
+@pytest.mark.parametrize("conf, sizes", [
+    # One rule for every size: 4 steps between powers of two.
+    ("roundup_power2_divisions:4", [(513, 1024), (5 * MiB + 1, 6 * MiB),
+                                    (3 * MiB, 3 * MiB), (4 * MiB, 4 * MiB), (100, 512),
+                                    (1500, 1536)]),
+    # Per interval: the first entry covers the smaller ones, the intervals
+    # between entries round plainly, ">" covers the rest.
+    ("roundup_power2_divisions:[8:1,64:4,128:8,256:2,>:16]",
+     # 33 MiB rounds plainly; its segment (34 MiB, 2 MiB granules) is not
+     # split for a 1 MiB rest, so the whole segment is allocated.
+     [(33 * MiB, 34 * MiB), (65 * MiB, 80 * MiB), (200 * MiB, 208 * MiB),
+      (510 * MiB, 512 * MiB), (513 * MiB, 544 * MiB), (5 * MiB + 1, 5 * MiB + 512)]),
+])
+def test_roundup_power2_divisions_rounds_requests_to_size_classes(conf, sizes):
+    # In its own process: the allocated bytes of one tensor at a time.
+    out = run_py_ok(
+        f"""
+        import torch, torch_npu
+        torch.npu.memory._set_allocator_settings({conf!r})
+        for nbytes in {[n for n, _ in sizes]!r}:
+            x = torch.empty(nbytes, dtype=torch.uint8, device="npu")
+            print(torch.npu.memory_stats()["allocated_bytes.all.current"])
+            del x
+        """
+    )
+    assert [int(v) for v in out.split()] == [rounded for _, rounded in sizes]
 
 
 def test_out_of_memory_observers_see_the_failed_request():

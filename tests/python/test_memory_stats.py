@@ -323,6 +323,12 @@ def test_split_limit_may_equal_the_large_segment_size():
     ("segment_size_mb:19", r"segment_size_mb error, must be \[20, 512\], dtype is int"),
     ("segment_size_mb:513", r"segment_size_mb error, must be \[20, 512\], dtype is int"),
     ("segment_size_mb:1.5", "CachingAllocator option segment_size_mb is invalid"),
+    ("roundup_power2_divisions:3", "For roundups, the divisions has to be power of 2 , but got 3"),
+    ("roundup_power2_divisions:[64:4,>:6]", "For roundups, the divisions has to be power of 2 , but got 6"),
+    ("roundup_power2_divisions:[48:4]", "For roundups, the intervals have to be power of 2, but got '48'"),
+    ("roundup_power2_divisions:[256:4,64:2]", "intervals must ascend, but got '64'"),
+    ("roundup_power2_divisions:[64:4", "expects a number or a list"),
+    ("roundup_power2_divisions:[64]", "expects '<MiB>:<divisions>' entries, but got '64'"),
 ])
 def test_bad_allocator_settings_name_the_value(conf, text):
     # RuntimeError, as torch_npu's and CUDA's parsers raise.

@@ -143,7 +143,7 @@ TEST_F(AllocatorStatsTest, BadConfigurationsNameTheValue) {
     return std::string("no error");
   };
   EXPECT_NE(message("max_split_size_mb:abc").find("'abc'"), std::string::npos);
-  EXPECT_NE(message("max_split_size_mb:10").find("must be > 20"), std::string::npos);
+  EXPECT_NE(message("max_split_size_mb:10").find("too small, must be >= 20"), std::string::npos);
   EXPECT_NE(message("garbage_collection_threshold:1.5").find("1.5"), std::string::npos);
   EXPECT_NE(message("garbage_collection_threshold:x").find("'x'"), std::string::npos);
   EXPECT_NE(message("expandable_segments:maybe").find("'maybe'"), std::string::npos);
