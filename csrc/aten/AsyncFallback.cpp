@@ -275,6 +275,7 @@ bool tryRunAsync(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex d
   if (info.anyNonTensor || info.metaUntrusted.load(std::memory_order_relaxed)) return false;
   const size_t nargs = op.schema().arguments().size();
   Stack args(stack->end() - nargs, stack->end());
+  if (writesOverlappingMemory(args, info)) return false;
 
   // 2. Output metadata. See Note [Output metadata cache].
   const std::shared_ptr<const MetaResult> metaResult = outputMetadata(op, args, info);

@@ -8,6 +8,7 @@
 // non_blocking copy with pageable host memory is performed synchronously.
 #include <ATen/ExpandUtils.h>
 #include <ATen/Functions.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <c10/core/DeviceGuard.h>
@@ -67,6 +68,11 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   TORCH_CHECK(at::infer_size(dst.sizes(), self.sizes()) == dst.sizes(),
               "copy_: the source of shape ", self.sizes(),
               " cannot be broadcast to the destination of shape ", dst.sizes(), NPU_ERROR_SUFFIX);
+  // The overlap checks CPU's and CUDA's copies make in their TensorIterator
+  // (PyTorch's copy_ sends other devices here before building one): at the
+  // call, not as a failure of the copy task later.
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, self);
   if (dst.numel() == 0) return dst;
   if (isNpu(self) && isNpu(dst)) {
     const NPUStream dstStream = getCurrentNPUStream(dst.device().index());

@@ -1,6 +1,7 @@
 // The synchronous op path; see SynchronousOp.h.
 #include "aten/SynchronousOp.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "aten/OpLauncher.h"
 #include "aten/OpTask.h"
+#include "core/CPUAlias.h"
 #include "core/HostSync.h"
 #include "core/NPUFunctions.h"
 
@@ -29,6 +31,47 @@ struct SyncOutcome {
   // Results that are CPU aliases of npu arguments: alias -> the npu tensor.
   std::unordered_map<const c10::TensorImpl*, const c10::TensorImpl*> npuOfAlias;
 };
+
+// Note [Writes through overlapping tensors run synchronously]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Most CPU kernels refuse to write a tensor in which several elements share
+// one memory location (an expanded tensor as `out` or `self` of an in-place
+// op): "unsupported operation: more than one element of the written-to
+// tensor refers to a single memory location". On the device that check would
+// run in the task and fail the stream later, far from the call; a few
+// kernels (fill_, zero_, the in-place metadata ops) accept such a tensor. So
+// an op that writes one runs on the synchronous path, where its CPU kernel
+// decides at the call, exactly as on CPU: an out= op runs its own out kernel
+// there, not its functional counterpart, whose result would then have to be
+// copied into the overlapping tensor. The same holds for a written tensor
+// that partly overlaps another argument (`torch.add(x[:-1], 1,
+// out=x[1:])`: "some elements of the input tensor and the written-to tensor
+// refer to a single memory location"). Such writes are rare and mostly
+// mistakes, so the host sync costs nothing that matters.
+}  // namespace
+
+bool writesOverlappingMemory(const Stack& args, const OpInfo& info) {
+  bool overlapping = false;
+  for (const int a : info.writtenArgs) {
+    forEachNpuTensor(args[static_cast<size_t>(a)], [&](const at::Tensor& written) {
+      if (overlapping || !written.defined()) return;
+      if (at::has_internal_overlap(written) == at::MemOverlap::Yes) {
+        overlapping = true;
+        return;
+      }
+      for (const IValue& arg : args) {
+        forEachNpuTensor(arg, [&](const at::Tensor& other) {
+          overlapping = overlapping || (other.defined() && at::get_overlap_status(written, other) ==
+                                                              at::MemOverlapStatus::Partial);
+        });
+      }
+    });
+    if (overlapping) return true;
+  }
+  return false;
+}
+
+namespace {
 
 // Note [Out arguments the CPU kernel resized]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -65,8 +108,13 @@ std::shared_ptr<SyncOutcome> runKernelAndWait(const c10::OperatorHandle& op,
   launchKernelAndWait(
       stream, op.schema().name().c_str(), opAccess(args, info, {}),
       [computeOp, computeArgs, args, generatorArg, seed, outcome] {
+        // Note [Aliases of one storage share one storage].
+        SharedStorageAliases aliases;
+        for (size_t i = 0; i < computeArgs; ++i) {
+          forEachNpuTensor(args[i], [&](const at::Tensor& t) { aliases.note(t); });
+        }
         Stack s = cpuArgs(args, computeArgs, generatorArg, seed, [&](const at::Tensor& t) {
-          at::Tensor alias = cpuAlias(t);
+          at::Tensor alias = aliases.alias(t);
           outcome->npuOfAlias.emplace(alias.unsafeGetTensorImpl(), t.unsafeGetTensorImpl());
           return alias;
         });
@@ -137,7 +185,9 @@ void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIn
   const size_t nargs = op.schema().arguments().size();
   Stack args(stack->end() - nargs, stack->end());
   // See Note [Out arguments the CPU kernel resized].
-  const bool viaFunctional = info.functionalVariant.has_value();
+  // and Note [Writes through overlapping tensors run synchronously].
+  const bool viaFunctional =
+      info.functionalVariant.has_value() && !writesOverlappingMemory(args, info);
   const size_t computeArgs = viaFunctional ? nargs - info.numOutArgs : nargs;
   const c10::OperatorHandle computeOp = viaFunctional ? *info.functionalVariant : op;
   auto outcome = runKernelAndWait(op, computeOp, args, computeArgs, info, stream, device);

@@ -19,6 +19,12 @@ namespace c10_npu::aten::detail {
 void runSynchronously(const c10::OperatorHandle& op, Stack* stack, c10::DeviceIndex device,
                       const OpInfo& info);
 
+// Whether the op writes (in place or out=) a tensor in which several
+// elements share one memory location; such an op runs synchronously (Note
+// [Writes through overlapping tensors run synchronously] in
+// SynchronousOp.cpp). Cheap for dense tensors. Thread-safe.
+bool writesOverlappingMemory(const Stack& args, const OpInfo& info);
+
 // Writes a host result (a CPU tensor the host owns, or an alias of device
 // memory read in stream order) into fresh device memory on `stream`, by a
 // copy task queued there. Thread-safe.

@@ -34,11 +34,14 @@ size_t checkedExtent(const at::Tensor& npu) {
 // 3.5 µs (benchmarks/bench_torch.py). The alias shares the bytes (not owning
 // them); its storage ends where the tensor does, so a kernel cannot resize
 // it into memory of the storage's other tensors.
-at::Tensor makeAlias(void* data, size_t extent, caffe2::TypeMeta dtype, c10::IntArrayRef sizes,
-                     c10::IntArrayRef strides, int64_t offset, bool conj, bool neg) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), extent,
-                       c10::DataPtr(data, c10::Device(c10::kCPU)),
-                       /*allocator=*/nullptr, /*resizable=*/false);
+c10::Storage aliasStorage(void* data, size_t extent) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), extent,
+                      c10::DataPtr(data, c10::Device(c10::kCPU)),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
+at::Tensor makeAliasOn(c10::Storage storage, caffe2::TypeMeta dtype, c10::IntArrayRef sizes,
+                       c10::IntArrayRef strides, int64_t offset, bool conj, bool neg) {
   at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), dtype);
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, offset);
@@ -48,7 +51,38 @@ at::Tensor makeAlias(void* data, size_t extent, caffe2::TypeMeta dtype, c10::Int
   return alias;
 }
 
+at::Tensor makeAlias(void* data, size_t extent, caffe2::TypeMeta dtype, c10::IntArrayRef sizes,
+                     c10::IntArrayRef strides, int64_t offset, bool conj, bool neg) {
+  return makeAliasOn(aliasStorage(data, extent), dtype, sizes, strides, offset, conj, neg);
+}
+
 }  // namespace
+
+void SharedStorageAliases::note(const at::Tensor& npu) {
+  if (!npu.has_storage() || npu.storage().data() == nullptr) return;
+  const c10::StorageImpl* impl = npu.storage().unsafeGetStorageImpl();
+  const size_t extent = checkedExtent(npu);
+  for (Shared& s : storages_) {
+    if (s.npu == impl) {
+      s.extent = std::max(s.extent, extent);
+      return;
+    }
+  }
+  storages_.push_back(Shared{impl, extent, c10::Storage()});
+}
+
+at::Tensor SharedStorageAliases::alias(const at::Tensor& npu) {
+  if (!npu.has_storage() || npu.storage().data() == nullptr) return cpuAlias(npu);
+  const c10::StorageImpl* impl = npu.storage().unsafeGetStorageImpl();
+  for (Shared& s : storages_) {
+    if (s.npu != impl) continue;
+    TORCH_INTERNAL_ASSERT(checkedExtent(npu) <= s.extent, "an npu tensor was not noted");
+    if (!s.cpu) s.cpu = aliasStorage(const_cast<void*>(npu.storage().data()), s.extent);
+    return makeAliasOn(s.cpu, npu.dtype(), npu.sizes(), npu.strides(), npu.storage_offset(),
+                       npu.is_conj(), npu.is_neg());
+  }
+  TORCH_INTERNAL_ASSERT(false, "SharedStorageAliases::alias of a tensor that was not noted");
+}
 
 at::Tensor cpuAlias(const at::Tensor& npu) {
   const c10::Storage& source = npu.storage();

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace c10_npu {
 
@@ -38,6 +39,38 @@ namespace c10_npu {
 // device storage does), so an out kernel that resizes its output past it
 // raises instead of writing over the neighbours of a view.
 at::Tensor cpuAlias(const at::Tensor& npu);
+
+// Note [Aliases of one storage share one storage]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// CPU kernels find out whether their arguments overlap by comparing storages
+// (at::get_overlap_status): views of one storage that overlap partly make
+// them raise "some elements of the input tensor and the written-to tensor
+// refer to a single memory location", and an argument that is the output is
+// read before it is written. cpuAlias gives each alias a storage of its own,
+// so a kernel given `x[1:]` and `x[:-1]` would see no overlap and compute a
+// wrong result. Where that matters (the synchronous path, which runs every op
+// that writes through overlapping arguments: Note [Writes through
+// overlapping tensors run synchronously]), the aliases of one kernel call
+// come from SharedStorageAliases: one CPU storage per npu storage, reaching
+// as far as the furthest of its views among the arguments.
+class SharedStorageAliases {
+ public:
+  // Notes the extent of `npu` (an npu tensor); call for every tensor before
+  // the first alias(). Raises as cpuAlias does. Not thread-safe.
+  void note(const at::Tensor& npu);
+  // The alias of `npu`, on the storage shared with the other noted tensors
+  // of its npu storage; cpuAlias for a tensor without memory. Not
+  // thread-safe.
+  at::Tensor alias(const at::Tensor& npu);
+
+ private:
+  struct Shared {
+    const c10::StorageImpl* npu = nullptr;
+    size_t extent = 0;
+    c10::Storage cpu;  // made at the first alias()
+  };
+  std::vector<Shared> storages_;  // few: one per distinct npu storage
+};
 
 // What cpuAlias needs to make the alias later, taken by value: the memory,
 // sizes, strides, offset, dtype and bits of an npu tensor at the time of the
