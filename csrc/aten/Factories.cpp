@@ -2,7 +2,9 @@
 // tensor data, so none of them is queued: they run on the calling thread.
 // (Data-moving resizes queue their copy.) See Note [Ops run on streams].
 #include <ATen/EmptyTensor.h>
+#include <ATen/Context.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -84,13 +86,32 @@ at::Tensor emptyStridedNpu(c10::IntArrayRef size, c10::IntArrayRef stride, c10::
   return t;
 }
 
+// Note [Deterministic fill of uninitialized memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With torch.use_deterministic_algorithms(True) and
+// torch.utils.deterministic.fill_uninitialized_memory (its default), CPU and
+// CUDA fill the memory of empty tensors, and the part of a storage that
+// resize_ adds, with NaN (floating and complex types) or the type's largest
+// value, so that reading it by mistake gives the same result every run. The
+// npu factories and resize_ do the same with PyTorch's fill (queued like any
+// fill_). Off by default: then two flag reads per call.
+bool fillUninitialized() {
+  const auto& ctx = at::globalContext();
+  return ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory();
+}
+
+at::Tensor filledIfDeterministic(at::Tensor t) {
+  if (C10_UNLIKELY(fillUninitialized())) at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
 at::Tensor emptyMemoryFormat(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                              std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                              std::optional<bool> pin_memory,
                              std::optional<c10::MemoryFormat> memory_format) {
   checkFactoryOptions(device, layout, pin_memory);
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return emptyContiguousNpu(size, c10::dtype_or_default(dtype), memory_format);
+  return filledIfDeterministic(emptyContiguousNpu(size, c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -98,7 +119,7 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   checkFactoryOptions(device, layout, pin_memory);
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return emptyStridedNpu(size, stride, c10::dtype_or_default(dtype));
+  return filledIfDeterministic(emptyStridedNpu(size, stride, c10::dtype_or_default(dtype)));
 }
 
 // Replaces a storage's memory by `nbytes` of fresh memory (none for 0) that
@@ -152,6 +173,7 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
   at::native::check_size_nonnegative(sizes);
   auto* impl = self.unsafeGetTensorImpl();
   const int64_t numel = c10::multiply_integers(sizes);
+  const size_t oldNbytes = impl->unsafe_storage().nbytes();
   if (numel > 0) {
     // Storage first: if it cannot grow, the tensor keeps its old shape.
     const size_t needed = (static_cast<size_t>(impl->storage_offset()) + numel) * self.itemsize();
@@ -160,6 +182,10 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
   impl->set_sizes_contiguous(sizes);
   if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
     impl->empty_tensor_restride(*memory_format);
+  }
+  // Note [Deterministic fill of uninitialized memory].
+  if (C10_UNLIKELY(fillUninitialized())) {
+    at::native::fill_resize_deterministic_(self, static_cast<int64_t>(oldNbytes));
   }
   return self;
 }
