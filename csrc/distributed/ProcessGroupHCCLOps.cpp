@@ -19,10 +19,54 @@ using TensorList = std::vector<at::Tensor>;
 using TensorLists = std::vector<std::vector<at::Tensor>>;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
+// Note [Dtypes the transport does not know]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// HCCL moves tensors of any dtype; gloo knows only some (no int16, uint16,
+// uint32, uint64 or float8), and refuses the others on its own thread, after
+// the collective was queued: the stream then fails, and so does every later
+// collective on it. Collectives that only move data (gather, broadcast,
+// all-to-all, send, ...) hand gloo such a tensor as a view of the same bytes
+// with a dtype of the same size that it knows, which it copies bit for bit.
+// Reductions need the arithmetic of the real dtype, so they refuse such
+// tensors at the call (checkReduction).
+bool transportKnows(c10::ScalarType type) {
+  switch (type) {
+    case c10::kFloat:
+    case c10::kDouble:
+    case c10::kHalf:
+    case c10::kBFloat16:
+    case c10::kChar:
+    case c10::kByte:
+    case c10::kInt:
+    case c10::kLong:
+    case c10::kBool:
+    case c10::kComplexFloat:
+    case c10::kComplexDouble:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The CPU alias gloo is given for `npu`: see the note above.
+at::Tensor transportAlias(const at::Tensor& npu) {
+  at::Tensor cpu = c10_npu::cpuAlias(npu);
+  if (transportKnows(cpu.scalar_type())) return cpu;
+  switch (cpu.element_size()) {
+    case 1: return cpu.view(c10::kByte);
+    case 2: return cpu.view(c10::kHalf);
+    case 4: return cpu.view(c10::kInt);
+    case 8: return cpu.view(c10::kLong);
+    default:
+      TORCH_CHECK(false, "ProcessGroupHCCL: ", cpu.scalar_type(),
+                  " tensors are not supported by the simulator's hccl backend");
+  }
+}
+
 TensorList aliases(const TensorList& npu) {
   TensorList cpu;
   cpu.reserve(npu.size());
-  for (const at::Tensor& t : npu) cpu.push_back(t.defined() ? c10_npu::cpuAlias(t) : t);
+  for (const at::Tensor& t : npu) cpu.push_back(t.defined() ? transportAlias(t) : t);
   return cpu;
 }
 
@@ -65,6 +109,12 @@ void checkReduction(const char* opName, const c10d::ReduceOp& reduceOp,
               " is not supported by the simulator's hccl backend (its transport, gloo, has no ",
               "such reduction); scale the tensors and use ReduceOp.SUM instead");
   for (const at::Tensor& t : tensors) {
+    // Note [Dtypes the transport does not know].
+    TORCH_CHECK(transportKnows(t.scalar_type()), "ProcessGroupHCCL::", opName, ": ",
+                t.scalar_type(), " tensors cannot be reduced by the simulator's hccl backend ",
+                "(its transport, gloo, has no ", t.scalar_type(),
+                " arithmetic); convert them to a dtype it reduces (int32, int64, float32, ...) ",
+                "first");
     const bool integral = c10::isIntegralType(t.scalar_type(), /*includeBool=*/true);
     const bool bitwise = op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR ||
                          op == c10d::ReduceOp::BXOR;
@@ -91,7 +141,7 @@ std::pair<at::Tensor, at::Tensor> flatAliases(const char* opName, const at::Tens
               small.numel(), "), but got ", big.numel(), " elements");
   TORCH_CHECK(big.is_contiguous() && small.is_contiguous(), "ProcessGroupHCCL::", opName,
               ": expected contiguous tensors; call .contiguous() first");
-  return {c10_npu::cpuAlias(big).view({-1}), c10_npu::cpuAlias(small).view({-1})};
+  return {transportAlias(big).view({-1}), transportAlias(small).view({-1})};
 }
 
 // Refuses a peer rank outside the group or equal to this rank.
@@ -228,7 +278,7 @@ WorkPtr ProcessGroupHCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
                                         std::vector<int64_t>& inputSplitSizes,
                                         const c10d::AllToAllOptions& opts) {
   return collective({"alltoall_base", c10d::OpType::ALLTOALL_BASE, {input}, {output},
-                     [out = c10_npu::cpuAlias(output), in = c10_npu::cpuAlias(input),
+                     [out = transportAlias(output), in = transportAlias(input),
                       outSplits = outputSplitSizes, inSplits = inputSplitSizes,
                       opts](c10d::Backend& gloo) mutable {
                        return gloo.alltoall_base(out, in, outSplits, inSplits, opts);

@@ -268,6 +268,33 @@ def check_refusals(rank: int) -> None:
     assert rt.npuStreamDestroy(handle.value) == 0
 
 
+def check_dtypes_gloo_lacks(rank: int, world: int) -> None:
+    """Tensors of dtypes the transport has no arithmetic for (int16, uint16-64,
+    float8) move through data-only collectives bit for bit, and reductions
+    refuse them at the call, leaving the stream healthy (Note [Dtypes the
+    transport does not know])."""
+    dev = torch.device("npu", rank)
+    for dtype in (torch.int16, torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn):
+        x = (torch.arange(4, dtype=torch.float32) + 8 * rank).to(dtype).to(dev)
+        gathered = [torch.zeros_like(x) for _ in range(world)]
+        dist.all_gather(gathered, x)
+        flat = torch.empty(world * 4, dtype=dtype, device=dev)
+        dist.all_gather_into_tensor(flat, x)
+        b = x.clone()
+        dist.broadcast(b, src=1)
+        expected = [(torch.arange(4, dtype=torch.float32) + 8 * r).to(dtype) for r in range(world)]
+        for r in range(world):
+            assert torch.equal(gathered[r].cpu().view(torch.uint8), expected[r].view(torch.uint8)), dtype
+            assert torch.equal(flat[4 * r:4 * r + 4].cpu().view(torch.uint8),
+                               expected[r].view(torch.uint8)), dtype
+        assert torch.equal(b.cpu().view(torch.uint8), expected[1].view(torch.uint8)), dtype
+        _expect_raises(lambda: dist.all_reduce(x), "ProcessGroupHCCL::allreduce",
+                       "tensors cannot be reduced by the simulator's hccl backend")
+    y = torch.ones(4, device=dev)
+    dist.all_reduce(y)
+    _close(y, torch.full((4,), float(world)), "all_reduce after refused reductions")
+
+
 def check_gloo_failure(rank: int) -> None:
     """A collective that a peer never joins fails after the group's timeout:
     on the Work, on the data, on the stream (once), and never hangs."""
@@ -423,6 +450,7 @@ def run_semantics(rank: int, world: int, store_path: str) -> None:
     check_side_stream(rank)
     check_coalescing(rank)
     check_refusals(rank)
+    check_dtypes_gloo_lacks(rank, world)
     check_ddp(rank, world)
     check_fsdp2(rank, world)
     check_sync_batchnorm(rank, world)
