@@ -37,6 +37,7 @@
 #include "core/NPUEvent.h"
 #include "core/NPUException.h"
 #include "core/TaskQueue.h"
+#include "core/graphs/CaptureRegistry.h"
 #include "npurt/npurt.hpp"
 
 namespace c10_npu::NPUHostAllocator {
@@ -172,6 +173,15 @@ void HostAllocator::recordEvent(const void* ptr, const NPUStream& stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     HostBlock* block = findContaining(ptr);
     if (block == nullptr || !block->allocated) return;  // not ours: no-op
+  }
+  // Note [Pinned blocks used by a capture]: no event is recorded into a
+  // capture. The captured copy holds the host tensor until its graph is
+  // destroyed, so the block cannot be reused while a replay may read it; an
+  // event recorded there would be a captured event, which cannot be queried
+  // outside the graph, and every later allocation would raise querying it.
+  if ((graphs::anyCapture() && graphs::recorderOf(stream) != nullptr) ||
+      graphs::isCapturing(stream)) {
+    return;
   }
   if (!stream.isExternal()) {
     NPUEvent event(npuEventDisableTiming);
