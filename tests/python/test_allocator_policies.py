@@ -215,3 +215,30 @@ def test_out_of_memory_observers_see_the_failed_request():
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["oom", "1", "0", "True", "True", "True", "TypeError"]
     assert "ZeroDivisionError" in p.stderr and "an npu out-of-memory observer" in p.stderr
+
+
+def test_deleting_a_mem_pool_returns_its_cached_segments(dev):
+    pool = torch.npu.MemPool()
+    with torch.npu.use_mem_pool(pool):
+        t = torch.empty(64 * MiB, dtype=torch.uint8, device="npu")
+    del t
+    torch.npu.empty_cache()  # the live pool keeps its free segment
+    kept = torch.npu.memory_reserved(dev)
+    assert kept >= 64 * MiB
+    del pool
+    gc.collect()
+    assert torch.npu.memory_reserved(dev) <= kept - 64 * MiB
+
+
+def test_a_pool_still_used_by_a_graph_keeps_its_memory_when_its_mem_pool_is_deleted(dev):
+    pool = torch.npu.MemPool()
+    x = torch.ones(1024, device="npu")
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph, pool=pool.id):
+        y = x * 2
+    del pool
+    gc.collect()
+    x.fill_(3)
+    graph.replay()
+    torch.npu.synchronize()
+    assert torch.equal(y.cpu(), torch.full((1024,), 6.0))

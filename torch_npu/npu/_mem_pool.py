@@ -74,8 +74,12 @@ class MemPool:
         return memory_snapshot(self._id)
 
     def __del__(self) -> None:
+        # As CUDA's MemPool: the pool's cached free segments go back to the
+        # device with it, unless something (a graph) still uses the pool.
         try:
             _C._npu_releasePool(self._device, self._id)
+            if _C._npu_poolUseCount(self._device, self._id) == 0:
+                _C._npu_emptyCache(self._id)
         except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to release to
             pass
 
