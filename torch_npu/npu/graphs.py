@@ -316,6 +316,7 @@ class graph:
     """
 
     default_capture_stream: Optional[torch.Stream] = None
+    _default_capture_streams: Dict[int, torch.Stream] = {}
 
     def __init__(
         self,
@@ -328,10 +329,15 @@ class graph:
         if auto_dispatch_capture:
             raise RuntimeError("auto_dispatch_capture is not supported on the simulated NPU; "
                                "use graph_task_group_begin/end and graph_task_update_begin/end.")
-        if self.__class__.default_capture_stream is None:
+        # One default side stream per device (torch.cuda.graph keeps one for the
+        # process, made on whichever device was current first: a later capture
+        # on another device then records nothing).
+        device = _utils.current_device()
+        if device not in self.__class__._default_capture_streams:
             from .streams import Stream
 
-            self.__class__.default_capture_stream = Stream()
+            self.__class__._default_capture_streams[device] = Stream()
+        self.__class__.default_capture_stream = self.__class__._default_capture_streams[device]
         self.pool = pool
         self.capture_stream = stream if stream is not None else self.__class__.default_capture_stream
         self.stream_ctx = _utils.stream(self.capture_stream)
