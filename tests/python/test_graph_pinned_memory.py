@@ -50,3 +50,20 @@ def test_the_host_allocator_works_after_the_graph_is_destroyed():
     out.copy_(fresh, non_blocking=True)
     torch.npu.synchronize()
     assert torch.equal(out.cpu(), torch.ones(4))
+
+
+def test_default_capture_stream_is_per_device():
+    # torch.npu.graph's default side stream used to be made once, on the
+    # first device used: a later capture on another device recorded nothing.
+    results = []
+    for device in (1, 0):
+        with torch.npu.device(device):
+            x = torch.ones(8, device="npu")
+            graph = torch.npu.NPUGraph()
+            with torch.npu.graph(graph):
+                y = x * 2
+            x.fill_(3)
+            graph.replay()
+            torch.npu.synchronize()
+            results.append(y.cpu())
+    assert all(torch.equal(r, torch.full((8,), 6.0)) for r in results)
