@@ -2,6 +2,7 @@
 #include "core/NPUAllocatorConfig.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/llvmMathExtras.h>
 
 #include <algorithm>
 #include <atomic>
@@ -121,17 +122,13 @@ size_t parseLargeSegmentSize(std::string_view value) {
 // the first entry also covers every smaller interval, each later entry only
 // its own (the intervals between stay 0, plain rounding), and ">" every
 // interval after the last. Divisions must be powers of two; c10's words.
-bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
-size_t log2Floor(uint64_t v) { return 63 - static_cast<size_t>(__builtin_clzll(v)); }
-
 uint64_t parseDivisions(std::string_view value) {
   uint64_t n = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
   TORCH_CHECK(ec == std::errc() && end == value.data() + value.size(),
               "PYTORCH_NPU_ALLOC_CONF: roundup_power2_divisions expects whole numbers, but got '",
               value, "'", NPU_ERROR_SUFFIX);
-  TORCH_CHECK(n == 0 || isPowerOfTwo(n), "For roundups, the divisions has to be power of 2 , but got ",
+  TORCH_CHECK(n == 0 || c10::llvm::isPowerOf2_64(n), "For roundups, the divisions has to be power of 2 , but got ",
               n, NPU_ERROR_SUFFIX);
   return n;
 }
@@ -159,10 +156,10 @@ std::array<size_t, kRoundupPower2Intervals> parseRoundupDivisions(std::string_vi
     }
     uint64_t mb = 0;
     const auto [end, ec] = std::from_chars(kv[0].data(), kv[0].data() + kv[0].size(), mb);
-    TORCH_CHECK(ec == std::errc() && end == kv[0].data() + kv[0].size() && isPowerOfTwo(mb),
+    TORCH_CHECK(ec == std::errc() && end == kv[0].data() + kv[0].size() && c10::llvm::isPowerOf2_64(mb),
                 "For roundups, the intervals have to be power of 2, but got '", kv[0], "'",
                 NPU_ERROR_SUFFIX);
-    const size_t index = std::min(log2Floor(mb), kRoundupPower2Intervals - 1);
+    const size_t index = std::min<size_t>(c10::llvm::Log2_64(mb), kRoundupPower2Intervals - 1);
     TORCH_CHECK(!last || index > *last, "PYTORCH_NPU_ALLOC_CONF: roundup_power2_divisions' ",
                 "intervals must ascend, but got '", kv[0], "' after a larger one", NPU_ERROR_SUFFIX);
     if (!last) {

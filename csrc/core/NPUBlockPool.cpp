@@ -2,6 +2,8 @@
 // See Note [Allocator segments and splitting] in NPUBlockPool.h.
 #include "core/NPUBlockPool.h"
 
+#include <c10/util/llvmMathExtras.h>
+
 #include <algorithm>
 
 #include "core/NPUException.h"
@@ -13,10 +15,10 @@ namespace {
 // The power-of-two size class at or above `size` with `divisions` steps per
 // power of two (Note [Power-of-two size classes]).
 size_t nextDivision(size_t size, size_t divisions) {
-  if ((size & (size - 1)) == 0) return size;  // a power of two already
-  const size_t log2Floor = 63 - static_cast<size_t>(__builtin_clzll(size));
-  const size_t step = (size_t{1} << log2Floor) / divisions;
-  if (step == 0) return size_t{1} << (log2Floor + 1);
+  if (c10::llvm::isPowerOf2_64(size)) return size;
+  const size_t floorPower = c10::llvm::PowerOf2Floor(size);
+  const size_t step = floorPower / divisions;
+  if (step == 0) return floorPower << 1;
   const size_t floor = size & ~(step - 1);
   return floor == size ? size : floor + step;
 }
@@ -26,7 +28,7 @@ size_t nextDivision(size_t size, size_t divisions) {
 size_t roundSize(size_t nbytes, const std::array<size_t, kRoundupPower2Intervals>& divisions) {
   if (nbytes < kMinBlockSize) return kMinBlockSize;
   // Interval i holds [2^(20+i), 2^(21+i)): 1 MiB and below use the first.
-  const size_t log2 = 63 - static_cast<size_t>(__builtin_clzll(nbytes));
+  const size_t log2 = c10::llvm::Log2_64(nbytes);
   const size_t interval = std::min(log2 > 20 ? log2 - 20 : 0, kRoundupPower2Intervals - 1);
   const size_t n = divisions[interval];
   if (n > 1 && nbytes > kMinBlockSize * n) return nextDivision(nbytes, n);
