@@ -456,6 +456,29 @@ def test_synchronize_inside_capture_raises_and_invalidates_the_capture():
         pass
 
 
+@pytest.mark.parametrize("random", [False, True])
+def test_replay_inside_another_capture_is_refused_once_and_leaves_both_graphs_working(random):
+    x = torch.ones(4, device="npu")
+    inner = npu.NPUGraph()
+    with npu.graph(inner):
+        y = x + (torch.rand(4, device="npu") if random else 1)
+    outer = npu.NPUGraph()
+    with npu.graph(outer):
+        with pytest.raises(RuntimeError, match="cannot be replayed into another capture"):
+            inner.replay()
+        z = x * 3
+    # Neither the outer capture nor the stream holds the refusal: the next
+    # replays and synchronizes succeed and compute what they should.
+    outer.replay()
+    inner.replay()
+    npu.synchronize()
+    assert z.cpu().tolist() == [3.0] * 4
+    if random:
+        assert bool(((y.cpu() >= 1) & (y.cpu() < 2)).all())
+    else:
+        assert y.cpu().tolist() == [2.0] * 4
+
+
 def test_failing_replay_poisons_its_outputs():
     x = torch.ones(8, device="npu")
     out = torch.zeros(8, device="npu")

@@ -233,6 +233,20 @@ void NPUGraph::replay() {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
   const NPUStream stream = getCurrentNPUStream(device_);
   external::checkManagedOnly(stream, "NPUGraph::replay");
+  // Note [Replay inside another capture]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // npurt refuses a graph launch onto a capturing stream and invalidates the
+  // capture, as CUDA does; through the task queue that refusal would surface
+  // twice (at capture end and, as the stream's launch failure, at its next
+  // synchronize). Refuse at the call instead, before anything is queued or
+  // any generator moves: the capture and the stream stay usable, as with a
+  // host sync inside a capture (Note [Host syncs during graph capture]).
+  TORCH_CHECK(!(graphs::anyCapture() && graphs::isCapturing(stream)),
+              "NPUGraph::replay: the current NPU stream is capturing a graph, and a graph "
+              "cannot be replayed into another capture (operation not permitted when stream is "
+              "capturing). Replay it before or after the capture, or run its operations inside "
+              "the capture.",
+              NPU_ERROR_SUFFIX);
   queueRngState(stream);
   queue::launchGraph(stream, exec_);
   launchOwned(stream, "NPUGraph replay check", &runSentinel, &releaseSentinel,
