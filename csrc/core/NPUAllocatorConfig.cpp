@@ -200,9 +200,6 @@ bool parseBool(std::string_view key, std::string_view value) {
 // here (warned once per process).
 constexpr std::string_view kAcceptedWithoutEffect[] = {
     "pinned_use_background_threads",
-    "pinned_max_round_threshold_mb",
-    "pinned_max_cached_size_mb",
-    "pin_memory_expandable_segments",
     "pinned_mem_register",
     "base_addr_aligned_kb",
     "page_size",
@@ -277,6 +274,21 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
       out.roundupPower2Divisions = parseRoundupDivisions(value);
     } else if (key == "segment_size_mb") {
       out.legacySegmentSize = parseLegacySegmentSize(value);
+    } else if (key == "pinned_max_round_threshold_mb") {
+      out.pinnedMaxRoundThreshold = parseMegabytes(key, value);
+    } else if (key == "pinned_max_cached_size_mb") {
+      out.pinnedMaxCachedSize = parseMegabytes(key, value);
+    } else if (key == "pin_memory_expandable_segments") {
+      // torch_npu turns the option off, with this warning, on a CANN older
+      // than 8.5.0; the simulated NPU has no CANN (torch_npu.npu.utils.
+      // get_cann_version() is "") and no expandable pinned memory.
+      if (parseBool(key, value)) {
+        TORCH_WARN_ONCE(
+            "m_pin_memory_expandable_segments setting failure, the current cann version does not "
+            "support this feature, now change to `False`.To use this feature, you need to "
+            "upgrade to version 8.5.0 or higher (the simulated NPU has no CANN and no expandable "
+            "pinned memory)");
+      }
     } else if (acceptedWithoutEffect(key)) {
       TORCH_CHECK(!value.empty(), "PYTORCH_NPU_ALLOC_CONF: ", key, " needs a value, but got ''",
                   NPU_ERROR_SUFFIX);
@@ -288,7 +300,8 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
           "(PYTORCH_NPU_ALLOC_CONF); supported: max_split_size_mb, ",
           "garbage_collection_threshold, per_process_memory_fraction, max_non_split_rounding_mb, ",
           "throw_on_npumalloc_oom, expandable_segments, large_segment_size_mb, segment_size_mb, ",
-          "roundup_power2_divisions",
+          "roundup_power2_divisions, pinned_max_round_threshold_mb, pinned_max_cached_size_mb, ",
+          "pin_memory_expandable_segments",
           NPU_ERROR_SUFFIX);
     }
   }

@@ -6,7 +6,8 @@
 // The string is a comma-separated list of `key:value` options, as torch_npu
 // and PYTORCH_CUDA_ALLOC_CONF spell them:
 //   max_split_size_mb:<n>             blocks of at least n MiB are never split
-//                                     (n > 20); default unlimited
+//                                     (n >= large_segment_size_mb); default
+//                                     unlimited
 //   garbage_collection_threshold:<t>  0 < t < 1: with a per-process memory
 //                                     fraction set, cached blocks that were not
 //                                     reused for long are released before the
@@ -37,10 +38,18 @@
 //                                     between two powers of two, for every
 //                                     size, or per size interval (c10's option;
 //                                     Note [Power-of-two size classes])
+//   pinned_max_round_threshold_mb:<n> pinned host requests above n MiB are
+//                                     not rounded up to a power of two (c10's
+//                                     option; default unlimited)
+//   pinned_max_cached_size_mb:<n>     pinned host blocks above n MiB return to
+//                                     the runtime once reusable instead of
+//                                     being cached, and are not rounded either
+//                                     (c10's option; default unlimited)
 // Expandable page sizes are rounded up to npurt's granularity (2 MiB).
-// torch_npu's other hardware tuning options (page_size, pinned_* ...) are
-// accepted without effect
-// (warned once). PYTORCH_ALLOC_CONF is read when PYTORCH_NPU_ALLOC_CONF is
+// pin_memory_expandable_segments:True is turned off with torch_npu's warning
+// for a CANN without the feature (the simulator has none). torch_npu's other
+// hardware tuning options (page_size, pinned_use_background_threads ...) are
+// accepted without effect (warned once). PYTORCH_ALLOC_CONF is read when PYTORCH_NPU_ALLOC_CONF is
 // not set; both set is an error, as in torch_npu.
 // A bad option raises a c10::Error (RuntimeError in Python, as torch_npu's
 // and CUDA's parsers) naming the option and the value; the previous
@@ -85,6 +94,11 @@ struct AllocatorConfig {
   // applies to requests in [2^(20+i), 2^(21+i)) bytes (the first also below,
   // the last also above); 0 or 1: plain 512-byte rounding.
   std::array<size_t, kRoundupPower2Intervals> roundupPower2Divisions{};
+  // The pinned host allocator (Note [Pinned block sizes]): requests above
+  // pinnedMaxRoundThreshold or pinnedMaxCachedSize keep their exact size;
+  // blocks above pinnedMaxCachedSize are not cached. SIZE_MAX: no limit.
+  size_t pinnedMaxRoundThreshold = std::numeric_limits<size_t>::max();
+  size_t pinnedMaxCachedSize = std::numeric_limits<size_t>::max();
 
   // The page of the large pool's expandable segments: large_segment_size_mb
   // if set, else segment_size_mb if set, else 20 MiB (torch_npu's

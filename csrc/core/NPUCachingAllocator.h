@@ -208,15 +208,7 @@ bool isPinnedPtr(const void* ptr);
 
 void emptyCache();
 
-// Pinned memory held from npurt (in use and cached) and in use, in rounded
-// block sizes (Note [Pinned block sizes]), and allocation counts, as
-// torch.cuda.host_memory_stats names them. Thread-safe.
-struct HostStats {
-  int64_t reserved_bytes = 0;
-  int64_t allocated_bytes = 0;
-  int64_t num_host_alloc = 0;  // npuMallocHost calls
-  int64_t num_host_free = 0;   // npuFreeHost calls
-};
-HostStats stats();
+// Statistics: at::getHostAllocator(c10::DeviceType::PrivateUse1)->get_stats()
+// (Note [Pinned allocator statistics] in NPUHostAllocator.cpp).
 
 }  // namespace c10_npu::NPUHostAllocator

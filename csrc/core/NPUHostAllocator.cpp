@@ -25,6 +25,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -34,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/NPUAllocatorConfig.h"
 #include "core/NPUEvent.h"
 #include "core/NPUException.h"
 #include "core/TaskQueue.h"
@@ -51,8 +53,14 @@ constexpr size_t kRoundBytes = 512;
 // rounded up to a power of two (at least kRoundBytes), as PyTorch's CUDA host
 // allocator does: a program whose pinned sizes vary then reuses a bounded set
 // of size classes, and the cache is at most about twice the peak of pinned
-// memory in use, instead of growing with every new size.
-size_t roundSize(size_t nbytes) {
+// memory in use, instead of growing with every new size. Requests above
+// pinned_max_round_threshold_mb or pinned_max_cached_size_mb (c10's options,
+// NPUAllocatorConfig.h) keep their exact size: rounding would nearly double
+// a large request, and a block above the cache limit is never reused.
+size_t roundSize(size_t nbytes, const NPUCachingAllocator::AllocatorConfig& config) {
+  if (nbytes > config.pinnedMaxRoundThreshold || nbytes > config.pinnedMaxCachedSize) {
+    return nbytes;
+  }
   size_t size = kRoundBytes;
   while (size < nbytes) size <<= 1;
   return size;
@@ -71,6 +79,23 @@ struct HostBlock {
   std::vector<npurt::EventHandle> rawEvents;
 };
 
+// Note [Pinned allocator statistics]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The statistics are PyTorch's at::HostStats, with the meaning
+// torch.cuda.host_memory_stats and torch_npu document, so code and tests
+// written for either read them unchanged:
+//  - allocations / allocated_bytes: blocks held from npurt (in use and
+//    cached), in rounded sizes: up at npuMallocHost, down at npuFreeHost;
+//  - active_requests / active_bytes: blocks handed out and not yet reusable:
+//    up when allocate returns a block (new or cached), down when the block
+//    returns to the free list, which for a block used by a queued copy is
+//    once that copy completed (not when the tensor dies);
+//  - num_host_alloc / num_host_free and host_alloc_time / host_free_time
+//    (microseconds): the npuMallocHost / npuFreeHost calls that succeeded.
+// Each Stat tracks current, peak and the accumulated increases and decreases;
+// PyTorch's reset rules apply (Stat::reset_peak / reset_accumulated). All
+// of it is guarded by the allocator mutex and exact, since one mutex guards
+// the whole allocator (CUDA's per-bucket peaks are an approximation).
 class HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes);
@@ -78,11 +103,19 @@ class HostAllocator {
   void recordEvent(const void* ptr, const NPUStream& stream);
   bool isPinned(const void* ptr);
   void emptyCache();
-  HostStats stats();
+  at::HostStats stats();
+  void resetAccumulatedStats();
+  void resetPeakStats();
 
  private:
   HostBlock* findContaining(const void* ptr);  // lock held
   HostBlock* takeFree(size_t size);            // lock held
+  // A block no copy uses any more: cached, or returned to npurt if larger
+  // than `maxCachedSize` (pinned_max_cached_size_mb). Lock held.
+  void makeReusable(HostBlock* block, size_t maxCachedSize);
+  // npuFreeHost of a cached or reusable block; on success the block is gone.
+  // Lock held.
+  npuError_t releaseBlock(HostBlock* block);
   void processPending();
   void releaseFree();
 
@@ -90,9 +123,15 @@ class HostAllocator {
   std::map<uintptr_t, std::unique_ptr<HostBlock>> blocks_;    // all blocks, by address
   std::unordered_map<size_t, std::vector<HostBlock*>> free_;  // reusable, by size
   std::vector<HostBlock*> pending_;                           // freed, events outstanding
-  int64_t numHostAlloc_ = 0;                                  // npuMallocHost calls that succeeded
-  int64_t numHostFree_ = 0;                                   // npuFreeHost calls that succeeded
+  at::HostStats stats_;  // Note [Pinned allocator statistics]
 };
+
+// Microseconds since `start`, for the host_alloc_time / host_free_time stats.
+int64_t microsecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               start)
+      .count();
+}
 
 // Leaked on purpose (like the device allocator): pinned tensors may be freed
 // by other libraries' static destructors at exit.
@@ -118,28 +157,53 @@ HostBlock* HostAllocator::takeFree(size_t size) {
   return block;
 }
 
+void HostAllocator::makeReusable(HostBlock* block, size_t maxCachedSize) {
+  stats_.active_requests.decrease(1);
+  stats_.active_bytes.decrease(static_cast<int64_t>(block->size));
+  // A block npurt refuses to free stays cached; emptyCache reports it.
+  if (block->size > maxCachedSize && releaseBlock(block) == npuSuccess) return;
+  free_[block->size].push_back(block);
+}
+
+npuError_t HostAllocator::releaseBlock(HostBlock* block) {
+  const auto start = std::chrono::steady_clock::now();
+  const npuError_t status = npuFreeHost(block->ptr);
+  if (status != npuSuccess) return status;
+  ++stats_.num_host_free;
+  stats_.host_free_time.increase(microsecondsSince(start));
+  stats_.allocations.decrease(1);
+  stats_.allocated_bytes.decrease(static_cast<int64_t>(block->size));
+  blocks_.erase(reinterpret_cast<uintptr_t>(block->ptr));  // destroys the block
+  return npuSuccess;
+}
+
 c10::DataPtr HostAllocator::allocate(size_t nbytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &rawDelete, cpu);
   TORCH_CHECK_WITH(OutOfMemoryError, nbytes <= (SIZE_MAX >> 1) + 1,
                    "Out of pinned host memory. Tried to allocate ", nbytes, " bytes",
                    NPU_ERROR_SUFFIX);
-  const size_t size = roundSize(nbytes);  // Note [Pinned block sizes]
+  const size_t size = roundSize(nbytes, NPUCachingAllocator::allocatorConfig());
   processPending();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (HostBlock* block = takeFree(size)) {
       block->allocated = true;
+      stats_.active_requests.increase(1);
+      stats_.active_bytes.increase(static_cast<int64_t>(size));
       return c10::DataPtr(block->ptr, block->ptr, &rawDelete, cpu);
     }
   }
   // npuMallocHost may be slow (fresh host memory): not under the mutex.
   void* ptr = nullptr;
+  auto start = std::chrono::steady_clock::now();
   npuError_t status = npuMallocHost(&ptr, size);
   if (status == npuErrorMemoryAllocation) {
     releaseFree();
+    start = std::chrono::steady_clock::now();
     status = npuMallocHost(&ptr, size);
   }
+  const int64_t allocMicros = microsecondsSince(start);
   TORCH_CHECK_WITH(OutOfMemoryError, status != npuErrorMemoryAllocation,
                    "Out of pinned host memory. Tried to allocate ", nbytes, " bytes",
                    NPU_ERROR_SUFFIX);
@@ -147,12 +211,18 @@ c10::DataPtr HostAllocator::allocate(size_t nbytes) {
   auto owned = std::make_unique<HostBlock>(ptr, size);
   owned->allocated = true;
   std::lock_guard<std::mutex> lock(mutex_);
-  ++numHostAlloc_;
+  ++stats_.num_host_alloc;
+  stats_.host_alloc_time.increase(allocMicros);
+  stats_.allocations.increase(1);
+  stats_.allocated_bytes.increase(static_cast<int64_t>(size));
+  stats_.active_requests.increase(1);
+  stats_.active_bytes.increase(static_cast<int64_t>(size));
   blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), std::move(owned));
   return c10::DataPtr(ptr, ptr, &rawDelete, cpu);
 }
 
 void HostAllocator::free(void* ptr) {
+  const size_t maxCachedSize = NPUCachingAllocator::allocatorConfig().pinnedMaxCachedSize;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
   TORCH_CHECK(it != blocks_.end() && it->second->allocated,
@@ -161,7 +231,7 @@ void HostAllocator::free(void* ptr) {
   HostBlock* block = it->second.get();
   block->allocated = false;
   if (block->queuedEvents.empty() && block->rawEvents.empty()) {
-    free_[block->size].push_back(block);
+    makeReusable(block, maxCachedSize);
   } else {
     pending_.push_back(block);
   }
@@ -212,6 +282,7 @@ void HostAllocator::processPending() {
     if (pending_.empty()) return;
     work.swap(pending_);
   }
+  const size_t maxCachedSize = NPUCachingAllocator::allocatorConfig().pinnedMaxCachedSize;
   std::vector<char> done(work.size(), 0);
   // Completed events are destroyed after the lock is released.
   std::vector<NPUEvent> finishedQueued;
@@ -228,7 +299,7 @@ void HostAllocator::processPending() {
       for (npurt::EventHandle& e : block->rawEvents) finishedRaw.push_back(std::move(e));
       block->queuedEvents.clear();
       block->rawEvents.clear();
-      free_[block->size].push_back(block);
+      makeReusable(block, maxCachedSize);
     }
   };
   try {
@@ -263,14 +334,11 @@ void HostAllocator::releaseFree() {
   for (auto& [size, list] : free_) {
     std::vector<HostBlock*> kept;
     for (HostBlock* block : list) {
-      const npuError_t status = npuFreeHost(block->ptr);
+      const npuError_t status = releaseBlock(block);
       if (status != npuSuccess) {
         if (firstError == npuSuccess) firstError = status;
         kept.push_back(block);
-        continue;
       }
-      ++numHostFree_;
-      blocks_.erase(reinterpret_cast<uintptr_t>(block->ptr));
     }
     list.swap(kept);
   }
@@ -282,16 +350,29 @@ void HostAllocator::emptyCache() {
   releaseFree();
 }
 
-HostStats HostAllocator::stats() {
+at::HostStats HostAllocator::stats() {
   std::lock_guard<std::mutex> lock(mutex_);
-  HostStats st;
-  st.num_host_alloc = numHostAlloc_;
-  st.num_host_free = numHostFree_;
-  for (const auto& [address, block] : blocks_) {
-    st.reserved_bytes += static_cast<int64_t>(block->size);
-    if (block->allocated) st.allocated_bytes += static_cast<int64_t>(block->size);
+  return stats_;
+}
+
+void HostAllocator::resetAccumulatedStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (c10::CachingAllocator::Stat* stat : {&stats_.allocations, &stats_.allocated_bytes,
+                                            &stats_.active_requests, &stats_.active_bytes}) {
+    stat->reset_accumulated();
   }
-  return st;
+  stats_.host_alloc_time.reset_accumulated();
+  stats_.host_free_time.reset_accumulated();
+}
+
+void HostAllocator::resetPeakStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (c10::CachingAllocator::Stat* stat : {&stats_.allocations, &stats_.allocated_bytes,
+                                            &stats_.active_requests, &stats_.active_bytes}) {
+    stat->reset_peak();
+  }
+  stats_.host_alloc_time.reset_peak();
+  stats_.host_free_time.reset_peak();
 }
 
 bool HostAllocator::isPinned(const void* ptr) {
@@ -321,9 +402,8 @@ void rawDelete(void* ptr) noexcept {
 // PyTorch's device-generic host-memory API (torch.accelerator.empty_host_cache,
 // at::getHostAllocator(PrivateUse1)) calls the at::HostAllocator registered for
 // the device type, without a null check: unregistered, it crashes. So the
-// pinned allocator is an at::HostAllocator, registered below. Its statistics
-// are the ones this allocator keeps (current values; no peaks are tracked, so
-// the reset functions have nothing to reset).
+// pinned allocator is an at::HostAllocator, registered below, and its
+// statistics are at::HostStats (Note [Pinned allocator statistics]).
 class PinnedAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override { return hostAllocator().allocate(nbytes); }
@@ -336,17 +416,9 @@ class PinnedAllocator final : public at::HostAllocator {
     return true;
   }
   void empty_cache() override { hostAllocator().emptyCache(); }
-  at::HostStats get_stats() override {
-    const HostStats mine = hostAllocator().stats();
-    at::HostStats out;
-    out.allocated_bytes.current = mine.reserved_bytes;
-    out.active_bytes.current = mine.allocated_bytes;
-    out.num_host_alloc = mine.num_host_alloc;
-    out.num_host_free = mine.num_host_free;
-    return out;
-  }
-  void reset_accumulated_stats() override {}
-  void reset_peak_stats() override {}
+  at::HostStats get_stats() override { return hostAllocator().stats(); }
+  void reset_accumulated_stats() override { hostAllocator().resetAccumulatedStats(); }
+  void reset_peak_stats() override { hostAllocator().resetPeakStats(); }
 };
 
 }  // namespace
@@ -372,7 +444,5 @@ void recordEvent(const void* ptr, NPUStream stream) { hostAllocator().recordEven
 bool isPinnedPtr(const void* ptr) { return hostAllocator().isPinned(ptr); }
 
 void emptyCache() { hostAllocator().emptyCache(); }
-
-HostStats stats() { return hostAllocator().stats(); }
 
 }  // namespace c10_npu::NPUHostAllocator

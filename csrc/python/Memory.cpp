@@ -2,6 +2,7 @@
 //
 // Layer: binding. Functions that may wait for streams release the GIL. Every
 // function is thread-safe (the allocator is).
+#include <ATen/core/CachingHostAllocator.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
@@ -67,6 +68,32 @@ py::dict memoryStats(int64_t device) {
   d["oversize_segments"] = statDict(s.oversize_segments);
   d["max_split_size"] = s.max_split_size;
   d["num_oom_rejections"] = alloc::getOomRejections(checkedDeviceIndex(device));
+  return d;
+}
+
+py::dict durationStatDict(const c10::CachingAllocator::DurationStat& stat) {
+  py::dict d;
+  d["total"] = stat.total;
+  d["max"] = stat.max;
+  d["min"] = stat.min;
+  d["count"] = stat.count;
+  d["avg"] = stat.count == 0 ? 0 : stat.total / stat.count;
+  return d;
+}
+
+// Nested as torch.cuda.host_memory_stats_as_nested_dict (and torch_npu's);
+// memory.py flattens it. Note [Pinned allocator statistics].
+py::dict hostMemoryStats() {
+  const at::HostStats s = at::getHostAllocator(c10::DeviceType::PrivateUse1)->get_stats();
+  py::dict d;
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
+  d["allocations"] = statDict(s.allocations);
+  d["active_requests"] = statDict(s.active_requests);
+  d["allocated_bytes"] = statDict(s.allocated_bytes);
+  d["active_bytes"] = statDict(s.active_bytes);
+  d["host_alloc_time"] = durationStatDict(s.host_alloc_time);
+  d["host_free_time"] = durationStatDict(s.host_free_time);
   return d;
 }
 
@@ -199,15 +226,12 @@ void initMemory(py::module_& m) {
   m.def("_npu_getAllocatorBackend", [] {
     return std::string(NPUPluggableAllocator::current() != nullptr ? "pluggable" : "native");
   });
-  m.def("_npu_hostMemoryStats", [] {
-    const NPUHostAllocator::HostStats st = NPUHostAllocator::stats();
-    py::dict d;
-    d["reserved_bytes"] = st.reserved_bytes;
-    d["allocated_bytes"] = st.allocated_bytes;
-    d["num_host_alloc"] = st.num_host_alloc;
-    d["num_host_free"] = st.num_host_free;
-    return d;
+  m.def("_npu_hostMemoryStats", &hostMemoryStats);
+  m.def("_npu_resetAccumulatedHostMemoryStats", [] {
+    at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_accumulated_stats();
   });
+  m.def("_npu_resetPeakHostMemoryStats",
+        [] { at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_peak_stats(); });
   m.def("_npu_hostEmptyCache", [] { NPUHostAllocator::emptyCache(); },
         py::call_guard<py::gil_scoped_release>());
   initPluggableAllocator(m);  // before initPools: MemPool takes an allocator

@@ -233,8 +233,8 @@ def test_allocator_backend_and_host_stats():
     assert torch.npu.get_allocator_backend() == "native"
     t = torch.empty(1000).pin_memory()
     stats = torch.npu.host_memory_stats()
-    assert set(stats) == {"allocated_bytes.current", "active_bytes.current", "num_host_alloc",
-                          "num_host_free"}
+    assert {"allocated_bytes.current", "active_bytes.current", "num_host_alloc",
+            "num_host_free"} <= set(stats)
     assert stats["active_bytes.current"] >= 4096 and stats["num_host_alloc"] >= 1
     del t
     torch.npu.host_empty_cache()

@@ -33,6 +33,7 @@ __all__ = [
     "get_per_process_memory_fraction",
     "host_empty_cache",
     "host_memory_stats",
+    "host_memory_stats_as_nested_dict",
     "max_memory_allocated",
     "max_memory_cached",
     "max_memory_reserved",
@@ -44,9 +45,11 @@ __all__ = [
     "memory_stats",
     "memory_stats_as_nested_dict",
     "memory_summary",
+    "reset_accumulated_host_memory_stats",
     "reset_accumulated_memory_stats",
     "reset_max_memory_allocated",
     "reset_max_memory_cached",
+    "reset_peak_host_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
     "use_mem_pool",
@@ -364,18 +367,52 @@ def host_empty_cache() -> None:
     _C._npu_hostEmptyCache()
 
 
-def host_memory_stats() -> "collections.OrderedDict[str, int]":
-    r"""Statistics of the pinned host allocator.
+def host_memory_stats() -> "collections.OrderedDict[str, Any]":
+    r"""Statistics of the pinned host allocator, with ``torch.cuda.host_memory_stats``'s keys.
 
-    ``allocated_bytes.current``: bytes of pinned blocks the allocator holds
-    (in use + cached, rounded to powers of two); ``active_bytes.current``:
-    bytes of blocks in use; ``num_host_alloc`` / ``num_host_free``: blocks
-    obtained from / returned to the runtime.
+    - ``allocations.{current,peak,allocated,freed}`` and ``allocated_bytes.*``:
+      pinned blocks the allocator holds from the runtime (in use and cached)
+      and their bytes, rounded up to powers of two;
+    - ``active_requests.*`` and ``active_bytes.*``: blocks handed out and not
+      yet reusable. A block used by a ``non_blocking`` copy becomes reusable
+      once the copy completed, not when its tensor is freed;
+    - ``num_host_alloc`` / ``num_host_free``: blocks obtained from / returned to
+      the runtime;
+    - ``host_alloc_time.*`` / ``host_free_time.*`` (``total``, ``max``, ``min``,
+      ``count``, ``avg``): microseconds spent in those runtime calls.
+
+    ``current`` is the value now, ``peak`` its maximum since the last
+    :func:`reset_peak_host_memory_stats`, ``allocated`` / ``freed`` the
+    increases and decreases since the last
+    :func:`reset_accumulated_host_memory_stats`.
+
+    Returns:
+        an ``OrderedDict`` sorted by key.
     """
-    raw = _C._npu_hostMemoryStats()
-    return collections.OrderedDict(sorted({
-        "allocated_bytes.current": raw["reserved_bytes"],
-        "active_bytes.current": raw["allocated_bytes"],
-        "num_host_alloc": raw["num_host_alloc"],
-        "num_host_free": raw["num_host_free"],
-    }.items()))
+    flat: list = []
+    _flatten("", host_memory_stats_as_nested_dict(), flat)
+    flat.sort()
+    return collections.OrderedDict(flat)
+
+
+def host_memory_stats_as_nested_dict() -> Dict[str, Any]:
+    r"""Return :func:`host_memory_stats` as a nested dictionary."""
+    return _C._npu_hostMemoryStats()
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    r"""Reset the ``allocated`` / ``freed`` totals of the pinned host allocator's statistics.
+
+    Also resets the ``total`` and ``count`` of ``host_alloc_time`` and
+    ``host_free_time``.
+    """
+    _C._npu_resetAccumulatedHostMemoryStats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    r"""Reset every ``peak`` of the pinned host allocator's statistics to its current value.
+
+    Also resets the ``max`` and ``min`` of ``host_alloc_time`` and
+    ``host_free_time``.
+    """
+    _C._npu_resetPeakHostMemoryStats()

@@ -167,6 +167,14 @@ TEST_F(AllocatorStatsTest, BadConfigurationsNameTheValue) {
             size_t{12} << 20);
   EXPECT_EQ(alloc::parseAllocatorConfig("large_segment_size_mb:11").largeSegmentSize,
             size_t{11} << 20);
+  // c10's pinned-memory thresholds: MiB, unlimited by default.
+  EXPECT_EQ(alloc::parseAllocatorConfig("").pinnedMaxCachedSize, SIZE_MAX);
+  const alloc::AllocatorConfig pinned = alloc::parseAllocatorConfig(
+      "pinned_max_round_threshold_mb:64,pinned_max_cached_size_mb:128");
+  EXPECT_EQ(pinned.pinnedMaxRoundThreshold, size_t{64} << 20);
+  EXPECT_EQ(pinned.pinnedMaxCachedSize, size_t{128} << 20);
+  EXPECT_NE(message("pinned_max_cached_size_mb:1.5").find("'1.5'"), std::string::npos);
+  EXPECT_NE(message("pin_memory_expandable_segments:yes").find("'yes'"), std::string::npos);
   // A bad setting leaves the configuration in force unchanged.
   alloc::setAllocatorSettings("max_split_size_mb:64");
   EXPECT_THROW(alloc::setAllocatorSettings("max_split_size_mb:64,bogus:1"), c10::Error);
