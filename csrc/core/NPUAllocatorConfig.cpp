@@ -301,8 +301,7 @@ AllocatorConfig parseAllocatorConfig(std::string_view conf, const AllocatorConfi
           "garbage_collection_threshold, per_process_memory_fraction, max_non_split_rounding_mb, ",
           "throw_on_npumalloc_oom, expandable_segments, large_segment_size_mb, segment_size_mb, ",
           "roundup_power2_divisions, pinned_max_round_threshold_mb, pinned_max_cached_size_mb, ",
-          "pin_memory_expandable_segments",
-          NPU_ERROR_SUFFIX);
+          "pin_memory_expandable_segments", NPU_ERROR_SUFFIX);
     }
   }
   // A split limit below the large-segment size would forbid splitting the

@@ -123,7 +123,7 @@ class HostAllocator {
   std::map<uintptr_t, std::unique_ptr<HostBlock>> blocks_;    // all blocks, by address
   std::unordered_map<size_t, std::vector<HostBlock*>> free_;  // reusable, by size
   std::vector<HostBlock*> pending_;                           // freed, events outstanding
-  at::HostStats stats_;  // Note [Pinned allocator statistics]
+  at::HostStats stats_;                                       // Note [Pinned allocator statistics]
 };
 
 // Microseconds since `start`, for the host_alloc_time / host_free_time stats.

@@ -227,9 +227,8 @@ void initMemory(py::module_& m) {
     return std::string(NPUPluggableAllocator::current() != nullptr ? "pluggable" : "native");
   });
   m.def("_npu_hostMemoryStats", &hostMemoryStats);
-  m.def("_npu_resetAccumulatedHostMemoryStats", [] {
-    at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_accumulated_stats();
-  });
+  m.def("_npu_resetAccumulatedHostMemoryStats",
+        [] { at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_accumulated_stats(); });
   m.def("_npu_resetPeakHostMemoryStats",
         [] { at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_peak_stats(); });
   m.def("_npu_hostEmptyCache", [] { NPUHostAllocator::emptyCache(); },

@@ -169,8 +169,8 @@ TEST_F(AllocatorStatsTest, BadConfigurationsNameTheValue) {
             size_t{11} << 20);
   // c10's pinned-memory thresholds: MiB, unlimited by default.
   EXPECT_EQ(alloc::parseAllocatorConfig("").pinnedMaxCachedSize, SIZE_MAX);
-  const alloc::AllocatorConfig pinned = alloc::parseAllocatorConfig(
-      "pinned_max_round_threshold_mb:64,pinned_max_cached_size_mb:128");
+  const alloc::AllocatorConfig pinned =
+      alloc::parseAllocatorConfig("pinned_max_round_threshold_mb:64,pinned_max_cached_size_mb:128");
   EXPECT_EQ(pinned.pinnedMaxRoundThreshold, size_t{64} << 20);
   EXPECT_EQ(pinned.pinnedMaxCachedSize, size_t{128} << 20);
   EXPECT_NE(message("pinned_max_cached_size_mb:1.5").find("'1.5'"), std::string::npos);
