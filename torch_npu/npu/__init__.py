@@ -97,6 +97,18 @@ from .graphs import (
     super_kernel_scope_end,
     unsubscribe_report,
 )
+from . import aclnn
+from ._backends import (
+    enable_flash_sdp,
+    enable_math_sdp,
+    enable_mem_efficient_sdp,
+    flash_sdp_enabled,
+    math_sdp_enabled,
+    mem_efficient_sdp_enabled,
+    preferred_linalg_library,
+    sdp_kernel,
+)
+from .deterministic import disable_deterministic_with_backward, enable_deterministic_with_backward
 from .npu_config import (
     are_compatible_impl_enabled,
     get_device_limit,
@@ -146,6 +158,11 @@ from .utils import (
 # Allocator additions of issue 12 (pluggable allocators), kept together.
 from .memory import NPUPluggableAllocator, change_current_allocator  # noqa: E402
 
+#: ``torch.npu.matmul.allow_hf32`` / ``torch.npu.conv.allow_hf32``: torch_npu's
+#: HF32 switches (Note [HF32 switches] in npu_config.py).
+matmul = npu_config._HF32Switch("matmul")
+conv = npu_config._HF32Switch("conv")
+
 __all__ = [
     # npu_config (device core limits, op timeout, compatible implementations)
     "are_compatible_impl_enabled",
@@ -155,6 +172,20 @@ __all__ = [
     "set_device_limit",
     "set_op_timeout_ms",
     "use_compatible_impl",
+    # backend switches (HF32, attention, linear algebra, deterministic regions)
+    "aclnn",
+    "conv",
+    "disable_deterministic_with_backward",
+    "enable_deterministic_with_backward",
+    "enable_flash_sdp",
+    "enable_math_sdp",
+    "enable_mem_efficient_sdp",
+    "flash_sdp_enabled",
+    "math_sdp_enabled",
+    "matmul",
+    "mem_efficient_sdp_enabled",
+    "preferred_linalg_library",
+    "sdp_kernel",
     # the rest
     "BFloat16Tensor",
     "BoolTensor",

@@ -1,6 +1,6 @@
 """Process-wide settings of ``torch_npu.npu`` (torch_npu's ``npu_config``):
-device core limits, the op execution timeout and the compatible-implementation
-switch.
+device core limits, the op execution timeout, the compatible-implementation
+switch and the HF32 switches.
 
 What each one does on the simulated NPU is in docs/COMPATIBILITY.md
 ("Device and runtime settings").
@@ -174,3 +174,43 @@ def use_compatible_impl(is_enable):  # type: (bool) -> None
 def are_compatible_impl_enabled():  # type: () -> bool
     r"""Whether :func:`use_compatible_impl` (or ``TORCH_NPU_USE_COMPATIBLE_IMPL=1``) turned it on."""
     return _compatible_impl
+
+
+# Note [HF32 switches]
+# ~~~~~~~~~~~~~~~~~~~~
+# torch_npu's ``torch.npu.matmul.allow_hf32`` (default False) and
+# ``torch.npu.conv.allow_hf32`` (default True; also ``torch.npu.aclnn.
+# allow_hf32``) *permit* Ascend's matmul and convolution kernels to compute
+# float32 in HF32, a format with fewer mantissa bits, as CUDA's allow_tf32
+# permits TF32. The simulated NPU runs PyTorch's CPU kernels, which compute
+# float32 in full precision: that satisfies both settings, so the switches are
+# kept, validated and read back, and results are the same either way (as
+# CUDA's allow_tf32 is on a GPU without tensor cores).
+_hf32 = {"matmul": False, "conv": True}
+
+
+def _set_hf32(kind: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"allow_hf32 must be a bool, but got {type(value).__name__}")
+    _hf32[kind] = value
+
+
+class _HF32Switch:
+    r"""``torch.npu.matmul`` / ``torch.npu.conv``: the ``allow_hf32`` switch of one kernel kind.
+
+    See Note [HF32 switches]. Other attributes read as ``None`` and are
+    ignored when set, as torch_npu's objects do.
+    """
+
+    def __init__(self, kind: str) -> None:
+        object.__setattr__(self, "_kind", kind)
+
+    def __getattr__(self, name: str) -> Any:
+        return _hf32[self._kind] if name == "allow_hf32" else None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "allow_hf32":
+            _set_hf32(self._kind, value)
+
+    def __repr__(self) -> str:
+        return f"torch.npu.{self._kind}(allow_hf32={_hf32[self._kind]})"
