@@ -6,7 +6,10 @@
 // All methods are thread-safe (state is per thread or behind the layers
 // below); events passed as void** are runtime handles (npuEvent_t) owned by
 // the c10::Event that holds them.
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <cstdint>
 
 #include "core/ExternalStreams.h"
 #include "core/NPUCachingAllocator.h"
@@ -154,6 +157,28 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr,
                              const c10::Stream& stream) const override {
     NPUCachingAllocator::recordStream(data_ptr, NPUStream(stream));
+  }
+
+  // torch.accelerator.get_device_capability(): the dtypes npu tensors can be
+  // made in and converted between. The simulated NPU holds every dtype whose
+  // tensors CPU kernels compute on; not the quantized ones (npu has no
+  // quantized backend) nor the bit-packed and sub-byte placeholders.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    (void)checkedDeviceIndex(d.index());  // "Invalid device_index: N", as every device query
+    c10::DeviceCapability cap;
+    // clang-format off
+    static constexpr c10::ScalarTypeIndex kSupported[] = {
+        c10::kIndex_Byte, c10::kIndex_Char, c10::kIndex_Short, c10::kIndex_Int, c10::kIndex_Long,
+        c10::kIndex_Half, c10::kIndex_Float, c10::kIndex_Double, c10::kIndex_ComplexHalf,
+        c10::kIndex_ComplexFloat, c10::kIndex_ComplexDouble, c10::kIndex_Bool,
+        c10::kIndex_BFloat16, c10::kIndex_Float8_e5m2, c10::kIndex_Float8_e4m3fn,
+        c10::kIndex_Float8_e5m2fnuz, c10::kIndex_Float8_e4m3fnuz, c10::kIndex_Float8_e8m0fnu,
+        c10::kIndex_UInt16, c10::kIndex_UInt32, c10::kIndex_UInt64};
+    // clang-format on
+    uint64_t bits = 0;
+    for (const c10::ScalarTypeIndex index : kSupported) bits |= uint64_t{1} << index;
+    cap.capability_data.capability_bits = bits;
+    return cap;
   }
 
  private:

@@ -291,3 +291,18 @@ def test_utilization_is_the_cores_busy_share_over_the_last_second():
     for bad in (2, "npu:5"):
         with pytest.raises(AssertionError, match="Invalid device id"):
             torch_npu.npu.utilization(bad)
+
+
+def test_accelerator_device_capability_lists_the_dtypes_npu_tensors_hold():
+    dtypes = torch.accelerator.get_device_capability("npu:1")["supported_dtypes"]
+    assert {torch.float32, torch.float64, torch.complex128, torch.bfloat16, torch.float8_e4m3fn,
+            torch.uint64, torch.bool} <= dtypes
+    assert not {torch.qint8, torch.quint8, torch.qint32} & dtypes  # no quantized npu backend
+    # The claim holds: each listed dtype is made on npu and converts to and from float32.
+    for dtype in dtypes:
+        x = torch.zeros(3, dtype=dtype, device="npu")
+        assert x.cpu().dtype is dtype
+        if not dtype.is_complex:  # (float8_e8m0fnu has no zero: compare with CPU's)
+            assert torch.equal(x.to(torch.float32).cpu(), torch.zeros(3, dtype=dtype).to(torch.float32))
+    with pytest.raises(RuntimeError, match="Invalid device_index: 7"):
+        torch.accelerator.get_device_capability("npu:7")
