@@ -355,24 +355,26 @@ at::HostStats HostAllocator::stats() {
   return stats_;
 }
 
+// Applies `reset` (reset_peak or reset_accumulated, which Stat and
+// DurationStat both have) to every statistic that has it.
+template <typename Reset>
+void resetEach(at::HostStats& stats, Reset reset) {
+  for (c10::CachingAllocator::Stat* stat : {&stats.allocations, &stats.allocated_bytes,
+                                            &stats.active_requests, &stats.active_bytes}) {
+    reset(*stat);
+  }
+  reset(stats.host_alloc_time);
+  reset(stats.host_free_time);
+}
+
 void HostAllocator::resetAccumulatedStats() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (c10::CachingAllocator::Stat* stat : {&stats_.allocations, &stats_.allocated_bytes,
-                                            &stats_.active_requests, &stats_.active_bytes}) {
-    stat->reset_accumulated();
-  }
-  stats_.host_alloc_time.reset_accumulated();
-  stats_.host_free_time.reset_accumulated();
+  resetEach(stats_, [](auto& stat) { stat.reset_accumulated(); });
 }
 
 void HostAllocator::resetPeakStats() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (c10::CachingAllocator::Stat* stat : {&stats_.allocations, &stats_.allocated_bytes,
-                                            &stats_.active_requests, &stats_.active_bytes}) {
-    stat->reset_peak();
-  }
-  stats_.host_alloc_time.reset_peak();
-  stats_.host_free_time.reset_peak();
+  resetEach(stats_, [](auto& stat) { stat.reset_peak(); });
 }
 
 bool HostAllocator::isPinned(const void* ptr) {

@@ -10,7 +10,7 @@ PyTorch's process-wide one. The markers cannot be traced by ``torch.compile``
 (they change global state): Dynamo refuses to trace them.
 """
 
-from typing import Any, Callable
+from typing import Any, Callable, Tuple
 
 import torch
 from torch import Tensor
@@ -23,42 +23,30 @@ def _not_traceable(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _switch(on: bool, label: str) -> None:
-    with torch.autograd.profiler.record_function(label):
-        torch.use_deterministic_algorithms(on)
-
-
-class _EnableDeterministic(torch.autograd.Function):
+class _DeterministicSwitch(torch.autograd.Function):
+    # Sets the switch to `on` in the forward pass and back to `not on` when
+    # the backward pass reaches it; `name` labels both in profiles.
     @staticmethod
-    def forward(ctx: Any, tensor: Tensor) -> Tensor:
-        _switch(True, "deterministic_algorithms_begin_op_forward")
+    def forward(ctx: Any, tensor: Tensor, on: bool, name: str) -> Tensor:
+        ctx.on, ctx.name = on, name
+        with torch.autograd.profiler.record_function(f"{name}_forward"):
+            torch.use_deterministic_algorithms(on)
         return tensor
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tensor:
-        _switch(False, "deterministic_algorithms_begin_op_backward")
-        return grad
-
-
-class _DisableDeterministic(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, tensor: Tensor) -> Tensor:
-        _switch(False, "deterministic_algorithms_end_op_forward")
-        return tensor
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tensor:
-        _switch(True, "deterministic_algorithms_end_op_backward")
-        return grad
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Tensor, None, None]:
+        with torch.autograd.profiler.record_function(f"{ctx.name}_backward"):
+            torch.use_deterministic_algorithms(not ctx.on)
+        return grad, None, None
 
 
 @_not_traceable
 def enable_deterministic_with_backward(tensor: Tensor) -> Tensor:
     r"""Turn deterministic algorithms on from here in the forward pass, off from here in the backward."""
-    return _EnableDeterministic.apply(tensor)
+    return _DeterministicSwitch.apply(tensor, True, "deterministic_algorithms_begin_op")
 
 
 @_not_traceable
 def disable_deterministic_with_backward(tensor: Tensor) -> Tensor:
     r"""Turn deterministic algorithms off from here in the forward pass, on from here in the backward."""
-    return _DisableDeterministic.apply(tensor)
+    return _DeterministicSwitch.apply(tensor, False, "deterministic_algorithms_end_op")
