@@ -359,8 +359,8 @@ at::HostStats HostAllocator::stats() {
 // DurationStat both have) to every statistic that has it.
 template <typename Reset>
 void resetEach(at::HostStats& stats, Reset reset) {
-  for (c10::CachingAllocator::Stat* stat : {&stats.allocations, &stats.allocated_bytes,
-                                            &stats.active_requests, &stats.active_bytes}) {
+  for (c10::CachingAllocator::Stat* stat :
+       {&stats.allocations, &stats.allocated_bytes, &stats.active_requests, &stats.active_bytes}) {
     reset(*stat);
   }
   reset(stats.host_alloc_time);
