@@ -1,6 +1,8 @@
 // Environment parsing for Config.
 #include "config.h"
 
+#include "npurt/npurt_soc_names.h"
+
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -140,16 +142,11 @@ std::string parseRaceCheck(Config& config) {
 std::string parseSocVersion(Config& config) {
   const char* raw = std::getenv("NPU_SIM_SOC_VERSION");
   if (raw == nullptr || *raw == '\0') return {};
-  static constexpr const char* kChips[] = {
-      "Ascend910PremiumA", "Ascend910ProA",  "Ascend910A",     "Ascend910ProB",
-      "Ascend910B",        "Ascend310P1",    "Ascend310P2",    "Ascend310P3",
-      "Ascend310P4",       "Ascend310P5",    "Ascend310P7",    "Ascend910B1",
-      "Ascend910B2",       "Ascend910B2C",   "Ascend910B3",    "Ascend910B4",
-      "Ascend910B4-1",     "Ascend310B1",    "Ascend310B2",    "Ascend310B3",
-      "Ascend310B4",       "Ascend910_9391", "Ascend910_9392", "Ascend910_9381",
-      "Ascend910_9382",    "Ascend910_9372", "Ascend910_9362", "Ascend910_9363"};
+#define NPURT_SOC_NAME(name, id) name,
+  static constexpr const char* kChips[] = {NPURT_FOR_EACH_ASCEND_SOC(NPURT_SOC_NAME)};
+#undef NPURT_SOC_NAME
   const std::string_view text(raw);
-  constexpr std::string_view kAscend950 = "Ascend950";  // every Ascend950 variant
+  constexpr std::string_view kAscend950 = NPURT_ASCEND950_PREFIX;  // every Ascend950 variant
   bool known = text.size() < 32 && text.substr(0, kAscend950.size()) == kAscend950;
   for (const char* chip : kChips) known = known || text == chip;
   if (!known) {
