@@ -366,3 +366,20 @@ def test_a_failing_synchronous_kernel_raises_its_own_exception_type_once():
         torch.bincount(torch.tensor([-1], device="npu"))
     torch.npu.synchronize()
     device_works()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.ones(2, device="npu"),
+    lambda: torch.nn.Parameter(torch.ones(2, device="npu")),
+    lambda: torch.ones(2, device="npu")[1:],
+    lambda: torch.ones(2, device="npu").untyped_storage(),
+])
+def test_sending_npu_memory_to_another_process_is_refused_at_the_put(make):
+    import torch.multiprocessing as mp
+
+    queue = mp.get_context("spawn").SimpleQueue()  # a pipe; no process is started
+    with pytest.raises(RuntimeError, match=r"Cannot send an npu (tensor|storage) to another process: "
+                                           r"the simulated NPU has no inter-process memory"):
+        queue.put(make())
+    queue.put(torch.ones(2))  # CPU tensors still go through PyTorch's shared memory
+    assert torch.equal(queue.get(), torch.ones(2))
