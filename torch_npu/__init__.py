@@ -54,6 +54,7 @@ from .utils import _dynamo  # noqa: E402
 from . import optim  # noqa: E402  (its optimizer modules are imported on first use)
 from .utils.combine_tensors import get_storage_size, npu_change_data_ptr  # noqa: E402,F401
 from .utils import _multiprocessing  # noqa: E402,F401  (npu tensors refused by torch.multiprocessing)
+from .npu._graph_tensor_dump import print_npugraph_tensor, save_npugraph_tensor  # noqa: E402,F401
 
 # Dynamo's npu interface and stream tracing, set up when torch._dynamo is
 # first imported (importing it here would cost seconds).
