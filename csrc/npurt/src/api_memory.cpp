@@ -162,10 +162,24 @@ npuError_t npuHostRegister(void* ptr, size_t size, unsigned int flags) {
   return guarded(kFn, [&](Runtime& rt) {
     if (ptr == nullptr) return nullArgument(kFn, "ptr");
     if (size == 0) return fail(npuErrorInvalidValue, kFn, "size is 0");
+    if (flags != npuHostRegisterDefault && flags != npuHostRegisterMapped) {
+      return fail(npuErrorInvalidValue, kFn,
+                  "flags must be npuHostRegisterDefault (0) or npuHostRegisterMapped (2), got " +
+                      std::to_string(flags));
+    }
+    const int mapDevice = flags == npuHostRegisterMapped ? Runtime::currentDevice() : -1;
+    return rt.memory.hostRegister(ptr, size, mapDevice, kFn);
+  });
+}
+
+npuError_t npuHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  constexpr const char* kFn = "npuHostGetDevicePointer";
+  return guarded(kFn, [&](Runtime& rt) {
+    if (pDevice == nullptr) return nullArgument(kFn, "pDevice");
     if (flags != 0u) {
       return fail(npuErrorInvalidValue, kFn, "flags must be 0, got " + std::to_string(flags));
     }
-    return rt.memory.hostRegister(ptr, size, kFn);
+    return rt.memory.hostDevicePointer(pHost, pDevice, kFn);
   });
 }
 

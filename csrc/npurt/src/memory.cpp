@@ -87,7 +87,7 @@ Allocation::Allocation(int deviceIndex, uint64_t reservationId, std::vector<Mapp
       pieces(std::move(runPieces)) {}
 
 Allocation::~Allocation() {
-  if (used_ == nullptr) return;  // a run: its pieces unmap themselves
+  if (used_ == nullptr) return;  // a run (its pieces unmap themselves) or mapped host memory
   std::free(base);
   // relaxed: the counter is a statistic and a limit; the CAS in
   // reserveCapacity() needs no ordering with the memory itself.
@@ -160,6 +160,12 @@ npuError_t MemoryManager::free(void* ptr, const char* function) {
                   describe(ptr) + " is mapped virtual memory (npuMemMap): unmap it with "
                                   "npuMemUnmap instead of freeing it");
     }
+    if (it->second->hostMapped) {
+      lock.unlock();
+      return fail(npuErrorInvalidDevicePointer, function,
+                  describe(ptr) + " is host memory registered with npuHostRegisterMapped: "
+                                  "npuHostUnregister it instead of freeing it");
+    }
     victim = std::move(it->second);
     device_.erase(it);
   }
@@ -206,7 +212,8 @@ npuError_t MemoryManager::checkCopy(void* dst, const void* src, size_t count, np
   // device pointer (typically freed or garbage).
   if (!inferred) {
     for (const Side& side : sides) {
-      if (!side.wantDevice && side.alloc != nullptr) {
+      // Mapped host memory is host memory too (Note [Mapped host memory]).
+      if (!side.wantDevice && side.alloc != nullptr && !side.alloc->hostMapped) {
         return fail(npuErrorInvalidMemcpyDirection, function,
                     std::string(side.label) + " " + describe(side.ptr) +
                         " is device memory but kind " + kindName(kind) + " says host");
@@ -296,7 +303,8 @@ npuError_t MemoryManager::freeHost(void* ptr, const char* function) {
               describe(ptr) + " was not returned by npuMallocHost (or was freed already)");
 }
 
-npuError_t MemoryManager::hostRegister(void* ptr, size_t size, const char* function) {
+npuError_t MemoryManager::hostRegister(void* ptr, size_t size, int mapDevice,
+                                       const char* function) {
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   if (size > UINTPTR_MAX - p) {
     return fail(npuErrorInvalidValue, function, "range wraps around the address space");
@@ -317,7 +325,22 @@ npuError_t MemoryManager::hostRegister(void* ptr, size_t size, const char* funct
     lock.unlock();
     return fail(npuErrorInvalidValue, function, describe(ptr) + " is device memory");
   }
-  host_.emplace(p, HostRange{size, false});
+  if (mapDevice >= 0) {
+    device_.emplace(p, std::make_shared<Allocation>(Allocation::HostMapped{}, ptr, size, mapDevice));
+  }
+  host_.emplace(p, HostRange{size, false, mapDevice >= 0});
+  return npuSuccess;
+}
+
+npuError_t MemoryManager::hostDevicePointer(void* ptr, void** out, const char* function) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const auto it = findHostLocked(reinterpret_cast<uintptr_t>(ptr), 1);
+  if (it == host_.end() || !it->second.mapped) {
+    lock.unlock();
+    return fail(npuErrorInvalidValue, function,
+                describe(ptr) + " is not inside host memory registered with npuHostRegisterMapped");
+  }
+  *out = ptr;  // one address space: the device address is the host address
   return npuSuccess;
 }
 
@@ -326,6 +349,7 @@ npuError_t MemoryManager::hostUnregister(void* ptr, const char* function) {
     std::unique_lock<std::shared_mutex> lock(mutex_);
     const auto it = host_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it != host_.end() && !it->second.owned) {
+      if (it->second.mapped) device_.erase(it->first);
       host_.erase(it);
       return npuSuccess;
     }
@@ -341,7 +365,8 @@ void MemoryManager::attributes(const void* ptr, npuPointerAttributes& out) const
   out.size = 0;
   std::shared_lock<std::shared_mutex> lock(mutex_);
   if (const std::shared_ptr<Allocation> a = findLocked(ptr)) {
-    out.type = npuMemoryTypeDevice;
+    // Mapped host memory is host memory of that device, as CUDA reports it.
+    out.type = a->hostMapped ? npuMemoryTypeHost : npuMemoryTypeDevice;
     out.device = a->device;
     out.basePointer = a->base;
     out.size = a->size;

@@ -19,7 +19,9 @@
 // map or unmap replaces the runs it touches.
 //
 // Pinned host memory (npuMallocHost, npuHostRegister) is only bookkeeping:
-// a second ordered map of ranges, used by npuPointerGetAttributes.
+// a second ordered map of ranges, used by npuPointerGetAttributes. A range
+// registered mapped (Note [Mapped host memory]) is also in the device map,
+// as an Allocation that frees nothing.
 //
 // Thread safety: every MemoryManager function is thread-safe: the maps are
 // guarded by one shared_mutex (lookups, the frequent case, take it shared).
@@ -55,6 +57,11 @@ struct Allocation {
   // A run of adjacent mappings of reservation `reservationId` (> 0), by
   // address; the destructor only lets go of them.
   Allocation(int deviceIndex, uint64_t reservationId, std::vector<MappedPiece> runPieces);
+  // Host memory mapped into a device (npuHostRegisterMapped; Note [Mapped
+  // host memory]): the registration's owner frees it, not this.
+  struct HostMapped {};
+  Allocation(HostMapped, void* hostBase, size_t bytes, int deviceIndex) noexcept
+      : base(hostBase), size(bytes), device(deviceIndex), hostMapped(true) {}
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
   ~Allocation();
@@ -69,6 +76,7 @@ struct Allocation {
   const int device;
   const uint64_t reservation = 0;       // 0 for npuMalloc memory
   const std::vector<MappedPiece> pieces;  // a run's mappings, by address
+  const bool hostMapped = false;          // host memory mapped into the device
 
  private:
   std::atomic<size_t>* const used_ = nullptr;  // npuMalloc: the device's allocated-bytes counter
@@ -108,7 +116,10 @@ class MemoryManager {
 
   npuError_t mallocHost(size_t size, void** out, const char* function);
   npuError_t freeHost(void* ptr, const char* function);
-  npuError_t hostRegister(void* ptr, size_t size, const char* function);
+  // `mapDevice` >= 0: npuHostRegisterMapped into that device.
+  npuError_t hostRegister(void* ptr, size_t size, int mapDevice, const char* function);
+  // npuHostGetDevicePointer: `ptr` inside a mapped registration.
+  npuError_t hostDevicePointer(void* ptr, void** out, const char* function) const;
   npuError_t hostUnregister(void* ptr, const char* function);
 
   void attributes(const void* ptr, npuPointerAttributes& out) const;
@@ -127,7 +138,8 @@ class MemoryManager {
  private:
   struct HostRange {
     size_t size;
-    bool owned;  // npuMallocHost (freed by npuFreeHost) vs npuHostRegister
+    bool owned;   // npuMallocHost (freed by npuFreeHost) vs npuHostRegister
+    bool mapped;  // npuHostRegisterMapped: also an Allocation in device_
   };
 
   // Live allocation containing p (at any offset), or null. Caller holds mutex_.

@@ -304,6 +304,46 @@ TEST_F(MemoryTest, HostRegisterAndUnregister) {
   ASSERT_NPU_OK(npuHostUnregister(p));
 }
 
+TEST_F(MemoryTest, MappedHostMemoryIsDeviceMemoryOfTheCurrentDeviceUntilUnregistered) {
+  // Note [Mapped host memory].
+  std::vector<unsigned char> buffer(4096, 0);
+  unsigned char* p = buffer.data();
+  void* devPtr = nullptr;
+  EXPECT_NPU(npuErrorInvalidValue, npuHostGetDevicePointer(&devPtr, p, 0)) << "not registered";
+  ASSERT_NPU_OK(npuHostRegister(p, 2048, 0));
+  EXPECT_NPU(npuErrorInvalidValue, npuHostGetDevicePointer(&devPtr, p, 0)) << "not mapped";
+  ASSERT_NPU_OK(npuHostUnregister(p));
+  EXPECT_NPU(npuErrorInvalidValue, npuHostRegister(p, 2048, 1u)) << "portable is not a flag here";
+
+  ASSERT_NPU_OK(npuHostRegister(p, 2048, npuHostRegisterMapped));
+  ASSERT_NPU_OK(npuHostGetDevicePointer(&devPtr, p + 16, 0));
+  EXPECT_EQ(devPtr, p + 16) << "one address space";
+  EXPECT_NPU(npuErrorInvalidValue, npuHostGetDevicePointer(&devPtr, p + 16, 1u));
+  npuPointerAttributes attr{};
+  ASSERT_NPU_OK(npuPointerGetAttributes(&attr, p + 100));
+  EXPECT_EQ(attr.type, npuMemoryTypeHost);
+  EXPECT_EQ(attr.device, 0);
+  EXPECT_EQ(attr.basePointer, p);
+
+  // A device-side memset and device-to-device copies reach it; it is host memory too.
+  ASSERT_NPU_OK(npuMemset(p, 0x5A, 1024));
+  EXPECT_EQ(buffer[1023], 0x5A);
+  EXPECT_EQ(buffer[1024], 0);
+  void* dev = nullptr;
+  ASSERT_NPU_OK(npuMalloc(&dev, 1024));
+  ASSERT_NPU_OK(npuMemcpy(dev, p, 1024, npuMemcpyDeviceToDevice));
+  ASSERT_NPU_OK(npuMemcpy(p + 1024, dev, 1024, npuMemcpyDeviceToHost));
+  EXPECT_EQ(buffer[2047], 0x5A);
+  EXPECT_NPU(npuErrorInvalidDevicePointer, npuMemset(p + 1024, 0, 2048)) << "overruns the mapping";
+  EXPECT_NPU(npuErrorInvalidDevicePointer, npuFree(p));
+  EXPECT_NE(std::string(npuGetLastErrorMessage()).find("npuHostUnregister it"), std::string::npos);
+
+  ASSERT_NPU_OK(npuHostUnregister(p));
+  EXPECT_NPU(npuErrorInvalidDevicePointer, npuMemset(p, 0, 16)) << "no longer device memory";
+  EXPECT_NPU(npuErrorInvalidValue, npuHostGetDevicePointer(&devPtr, p, 0));
+  ASSERT_NPU_OK(npuFree(dev));
+}
+
 // True if any page of [p, p + size) is mapped (mincore succeeds only then).
 bool anyPageMapped(char* p, size_t size, size_t page) {
   unsigned char residency = 0;

@@ -616,12 +616,28 @@ NPURT_API npuError_t npuMemsetAsync(void* devPtr, int value, size_t count,
 NPURT_API npuError_t npuMallocHost(void** ptr, size_t size);
 NPURT_API npuError_t npuFreeHost(void* ptr);
 
-/* Registers [ptr, ptr+size) as pinned host memory. flags must be 0.
+/* npuHostRegister flags. CUDA: cudaHostRegisterDefault, cudaHostRegisterMapped. */
+#define npuHostRegisterDefault 0x00u
+#define npuHostRegisterMapped 0x02u
+
+/* Registers [ptr, ptr+size) as pinned host memory. flags: npuHostRegisterDefault,
+ * or npuHostRegisterMapped to also map the range into the current device
+ * (Note [Mapped host memory] in csrc/npurt/README.md): copies and memsets may
+ * then name it as device memory, device tasks read and write it in place, and
+ * npuHostGetDevicePointer gives its device address. Other flags →
+ * npuErrorInvalidValue.
  * Memory that is not mapped in the process (any page of the range) →
  * npuErrorInvalidValue, as are size 0 and a range that wraps around.
  * Overlapping an existing registration → npuErrorHostMemoryAlreadyRegistered.
  * CUDA: cudaHostRegister. */
 NPURT_API npuError_t npuHostRegister(void* ptr, size_t size, unsigned int flags);
+
+/* [out] *pDevice: the device address of host memory registered with
+ * npuHostRegisterMapped; pHost may point anywhere inside the range. The
+ * simulated device shares the process's address space, so it is pHost itself.
+ * flags must be 0. A pointer outside every mapped registration →
+ * npuErrorInvalidValue. CUDA: cudaHostGetDevicePointer. */
+NPURT_API npuError_t npuHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags);
 
 /* ptr must be the start of a registered range, else
  * npuErrorHostMemoryNotRegistered. CUDA: cudaHostUnregister. */
