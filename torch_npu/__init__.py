@@ -56,6 +56,12 @@ from .utils.combine_tensors import get_storage_size, npu_change_data_ptr  # noqa
 from .utils import _multiprocessing  # noqa: E402,F401  (npu tensors refused by torch.multiprocessing)
 from .npu._graph_tensor_dump import print_npugraph_tensor, save_npugraph_tensor  # noqa: E402,F401
 
+#: ``torch_npu.empty_with_swapped_memory(size, *, dtype=None, device=None)``:
+#: an uninitialised npu tensor in host memory mapped into the device, for
+#: tensors larger than the device's memory (Note [Swapped memory] in
+#: csrc/core/NPUSwappedMemoryAllocator.h). torch_npu's op, ``torch.ops.npu``'s.
+empty_with_swapped_memory = torch.ops.npu.empty_with_swapped_memory
+
 # Dynamo's npu interface and stream tracing, set up when torch._dynamo is
 # first imported (importing it here would cost seconds).
 _dynamo._install()

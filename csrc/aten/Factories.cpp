@@ -20,6 +20,8 @@
 #include "core/NPUCachingAllocator.h"
 #include "core/NPUException.h"
 #include "core/NPUStorageImpl.h"
+#include "core/NPUStream.h"
+#include "core/NPUSwappedMemoryAllocator.h"
 
 namespace c10_npu {
 extern void (*gResizeStorageBytes)(const c10::Storage&, size_t);
@@ -57,18 +59,19 @@ void warnIfComplexHalf(c10::ScalarType dtype) {
   }
 }
 
-at::Tensor tensorOver(size_t nbytes, c10::ScalarType dtype) {
+at::Tensor tensorOver(size_t nbytes, c10::ScalarType dtype,
+                      c10::Allocator* allocator = NPUCachingAllocator::get()) {
   return at::detail::make_tensor_base<c10::TensorImpl>(
-      c10::Storage(makeNPUStorage(nbytes, NPUCachingAllocator::get())), kNpuKeys,
-      c10::scalarTypeToTypeMeta(dtype));
+      c10::Storage(makeNPUStorage(nbytes, allocator)), kNpuKeys, c10::scalarTypeToTypeMeta(dtype));
 }
 
 at::Tensor emptyContiguousNpu(c10::IntArrayRef size, c10::ScalarType dtype,
-                              std::optional<c10::MemoryFormat> memory_format) {
+                              std::optional<c10::MemoryFormat> memory_format,
+                              c10::Allocator* allocator = NPUCachingAllocator::get()) {
   at::detail::check_size_nonnegative(size);
   warnIfComplexHalf(dtype);
-  at::Tensor t =
-      tensorOver(at::detail::computeStorageNbytesContiguous(size, c10::elementSize(dtype)), dtype);
+  at::Tensor t = tensorOver(
+      at::detail::computeStorageNbytesContiguous(size, c10::elementSize(dtype)), dtype, allocator);
   // A new TensorImpl has sizes [0] already.
   if (size.size() != 1 || size[0] != 0) t.unsafeGetTensorImpl()->set_sizes_contiguous(size);
   if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Contiguous) {
@@ -242,12 +245,37 @@ struct RegisterResizeHook {
   RegisterResizeHook() { gResizeStorageBytes = &resizeStorageBytes; }
 } registerResizeHook;
 
+// torch_npu's empty_with_swapped_memory: an uninitialised contiguous npu
+// tensor in host memory mapped into the device (Note [Swapped memory] in
+// core/NPUSwappedMemoryAllocator.h).
+at::Tensor emptyWithSwappedMemory(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                  std::optional<c10::Device> device) {
+  checkFactoryOptions(device, std::nullopt, std::nullopt);
+  const c10::DeviceIndex index =
+      device.has_value() && device->has_index() ? checkedDeviceIndex(device->index()) : -1;
+  const c10::OptionalDeviceGuard guard(
+      index >= 0 ? std::optional<c10::Device>(c10::Device(c10::DeviceType::PrivateUse1, index))
+                 : std::nullopt);
+  return filledIfDeterministic(emptyContiguousNpu(size, c10::dtype_or_default(dtype), std::nullopt,
+                                                  NPUSwappedMemoryAllocator::get()));
+}
+
 }  // namespace
 
 at::Tensor emptyNpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
                     c10::DeviceIndex device) {
   const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   return emptyStridedNpu(sizes, strides, dtype);
+}
+
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def(
+      "empty_with_swapped_memory(int[] size, *, ScalarType? dtype=None, Device? device=None) "
+      "-> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(npu, CompositeExplicitAutograd, m) {
+  m.impl("empty_with_swapped_memory", &emptyWithSwappedMemory);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
