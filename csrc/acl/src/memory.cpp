@@ -105,6 +105,33 @@ ACL_FUNC_VISIBILITY aclError aclrtFreeHost(void* hostPtr) {
   });
 }
 
+ACL_FUNC_VISIBILITY aclError aclrtHostRegister(void* ptr, uint64_t size, aclrtHostRegisterType type,
+                                               void** devPtr) {
+  return guarded("aclrtHostRegister", [&]() -> aclError {
+    if (ptr == nullptr || devPtr == nullptr || size == 0) {
+      return fail(ACL_ERROR_INVALID_PARAM,
+                  "aclrtHostRegister: ptr or devPtr is NULL, or size is 0");
+    }
+    if (type != ACL_HOST_REGISTER_MAPPED) {
+      return fail(ACL_ERROR_INVALID_PARAM,
+                  "aclrtHostRegister: type must be ACL_HOST_REGISTER_MAPPED");
+    }
+    if (const aclError e =
+            check(npuHostRegister(ptr, size, npuHostRegisterMapped), "aclrtHostRegister");
+        e != ACL_SUCCESS) {
+      return e;
+    }
+    return check(npuHostGetDevicePointer(devPtr, ptr, 0), "aclrtHostRegister");
+  });
+}
+
+ACL_FUNC_VISIBILITY aclError aclrtHostUnregister(void* ptr) {
+  return guarded("aclrtHostUnregister", [&]() -> aclError {
+    if (ptr == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtHostUnregister: ptr is NULL");
+    return check(npuHostUnregister(ptr), "aclrtHostUnregister");
+  });
+}
+
 ACL_FUNC_VISIBILITY aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
                                          aclrtMemcpyKind kind) {
   return guarded("aclrtMemcpy", [&]() -> aclError {

@@ -280,4 +280,30 @@ TEST(AclMemory, PinnedHostMemoryAndMemInfo) {
             ACL_ERROR_INVALID_PARAM);
 }
 
+TEST(AclMemory, HostRegisterMapsHostMemoryIntoTheDevice) {
+  std::vector<unsigned char> host(8192, 0);
+  void* devPtr = nullptr;
+  ASSERT_EQ(aclrtHostRegister(host.data(), 4096, ACL_HOST_REGISTER_MAPPED, &devPtr), ACL_SUCCESS);
+  EXPECT_EQ(devPtr, host.data());
+  // The device reaches it: a device-to-device copy from it into device memory.
+  void* dev = nullptr;
+  ASSERT_EQ(aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  host[4095] = 7;
+  ASSERT_EQ(aclrtMemcpy(dev, 4096, devPtr, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE), ACL_SUCCESS);
+  ASSERT_EQ(aclrtMemcpy(host.data() + 4096, 4096, dev, 4096, ACL_MEMCPY_DEVICE_TO_HOST),
+            ACL_SUCCESS);
+  EXPECT_EQ(host[8191], 7);
+  EXPECT_NE(aclrtHostRegister(host.data(), 4096, ACL_HOST_REGISTER_MAPPED, &devPtr), ACL_SUCCESS)
+      << "registered twice";
+  EXPECT_EQ(aclrtHostRegister(host.data(), 4096, static_cast<aclrtHostRegisterType>(4), &devPtr),
+            ACL_ERROR_INVALID_PARAM);
+  EXPECT_EQ(aclrtHostRegister(host.data(), 4096, ACL_HOST_REGISTER_MAPPED, nullptr),
+            ACL_ERROR_INVALID_PARAM);
+  EXPECT_EQ(aclrtHostUnregister(host.data()), ACL_SUCCESS);
+  EXPECT_NE(aclrtHostUnregister(host.data()), ACL_SUCCESS);
+  EXPECT_NE(aclrtMemcpy(dev, 4096, devPtr, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE), ACL_SUCCESS)
+      << "no longer device memory";
+  EXPECT_EQ(aclrtFree(dev), ACL_SUCCESS);
+}
+
 }  // namespace

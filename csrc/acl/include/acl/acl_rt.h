@@ -236,6 +236,19 @@ ACL_FUNC_VISIBILITY aclError aclrtFree(void* devPtr);
 /* [out] hostPtr: size bytes (> 0) of pinned host memory. */
 ACL_FUNC_VISIBILITY aclError aclrtMallocHost(void** hostPtr, size_t size);
 ACL_FUNC_VISIBILITY aclError aclrtFreeHost(void* hostPtr);
+
+typedef enum aclrtHostRegisterType {
+  ACL_HOST_REGISTER_MAPPED = 0, /* host memory the device reads and writes */
+} aclrtHostRegisterType;
+/* Registers [ptr, ptr + size) of host memory as memory the current device
+ * reads and writes in place (npurt's npuHostRegisterMapped, Note [Mapped host
+ * memory]); [out] devPtr: its device address (the host address: one address
+ * space). Only ACL_HOST_REGISTER_MAPPED; unmapped or already registered
+ * memory → ACL_ERROR_INVALID_PARAM. */
+ACL_FUNC_VISIBILITY aclError aclrtHostRegister(void* ptr, uint64_t size, aclrtHostRegisterType type,
+                                               void** devPtr);
+/* Ends a registration; ptr is the start of the range. */
+ACL_FUNC_VISIBILITY aclError aclrtHostUnregister(void* ptr);
 /* Copies count bytes (count <= destMax, else ACL_ERROR_INVALID_PARAM) on the
  * calling thread; device ranges are checked. Waits for no stream. */
 ACL_FUNC_VISIBILITY aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
