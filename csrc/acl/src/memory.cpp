@@ -112,6 +112,10 @@ ACL_FUNC_VISIBILITY aclError aclrtHostRegister(void* ptr, uint64_t size, aclrtHo
       return fail(ACL_ERROR_INVALID_PARAM,
                   "aclrtHostRegister: ptr or devPtr is NULL, or size is 0");
     }
+    if (type == ACL_HOST_REGISTER_IOMEMORY || type == ACL_HOST_REGISTER_READONLY) {
+      return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                  "aclrtHostRegister: only ACL_HOST_REGISTER_MAPPED is simulated");
+    }
     if (type != ACL_HOST_REGISTER_MAPPED) {
       return fail(ACL_ERROR_INVALID_PARAM,
                   "aclrtHostRegister: type must be ACL_HOST_REGISTER_MAPPED");

@@ -279,7 +279,7 @@ npuError_t MemoryManager::mallocHost(size_t size, void** out, const char* functi
   }
   try {
     std::unique_lock<std::shared_mutex> lock(mutex_);
-    host_.emplace(reinterpret_cast<uintptr_t>(base), HostRange{size, true});
+    host_.emplace(reinterpret_cast<uintptr_t>(base), HostRange{size, true, false});
   } catch (...) {
     std::free(base);
     throw;

@@ -238,13 +238,16 @@ ACL_FUNC_VISIBILITY aclError aclrtMallocHost(void** hostPtr, size_t size);
 ACL_FUNC_VISIBILITY aclError aclrtFreeHost(void* hostPtr);
 
 typedef enum aclrtHostRegisterType {
-  ACL_HOST_REGISTER_MAPPED = 0, /* host memory the device reads and writes */
+  ACL_HOST_REGISTER_MAPPED = 0,      /* host memory the device reads and writes */
+  ACL_HOST_REGISTER_IOMEMORY = 0x04, /* a PCIe device's IO space: not simulated */
+  ACL_HOST_REGISTER_READONLY = 0x08  /* reserved by CANN: not supported */
 } aclrtHostRegisterType;
 /* Registers [ptr, ptr + size) of host memory as memory the current device
  * reads and writes in place (npurt's npuHostRegisterMapped, Note [Mapped host
  * memory]); [out] devPtr: its device address (the host address: one address
- * space). Only ACL_HOST_REGISTER_MAPPED; unmapped or already registered
- * memory → ACL_ERROR_INVALID_PARAM. */
+ * space). Only ACL_HOST_REGISTER_MAPPED (the other types →
+ * ACL_ERROR_RT_FEATURE_NOT_SUPPORT, any other value → ACL_ERROR_INVALID_PARAM);
+ * unmapped or already registered memory fails as npurt does. */
 ACL_FUNC_VISIBILITY aclError aclrtHostRegister(void* ptr, uint64_t size, aclrtHostRegisterType type,
                                                void** devPtr);
 /* Ends a registration; ptr is the start of the range. */
