@@ -108,3 +108,20 @@ def test_save_refuses_bad_tensor_lists(bad, error, match):
 def test_save_refuses_a_path_without_a_file_name(tmp_path):
     with pytest.raises(ValueError, match="must include a file name"):
         torch_npu.save_npugraph_tensor(torch.ones(1, device="npu"), save_path=str(tmp_path) + os.sep)
+
+
+def test_refused_on_an_external_stream_in_compat_mode_before_anything_is_queued(tmp_path):
+    # Both are host callbacks, a row of torch_npu's external-stream table.
+    from test_external_stream import raw_stream
+
+    x = torch.ones(2, device="npu")
+    with raw_stream() as ptr:
+        with torch.npu.stream(torch.npu.ExternalStream(ptr)):
+            with pytest.raises(RuntimeError, match="External NPU stream is not supported in print_npugraph_tensor"):
+                torch_npu.print_npugraph_tensor(x)
+            with pytest.raises(RuntimeError, match="External NPU stream is not supported in save_npugraph_tensor"):
+                torch_npu.save_npugraph_tensor(x, save_path=str(tmp_path / "e.pt"))
+    torch_npu.save_npugraph_tensor(x, save_path=str(tmp_path / "e.pt"))
+    torch.npu.synchronize()
+    device = torch.npu.current_device()
+    assert os.listdir(tmp_path) == [f"e_device_{device}_0.pt"]  # the refused save took no name

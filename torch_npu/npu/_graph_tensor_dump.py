@@ -72,13 +72,17 @@ def _format(tensor: torch.Tensor, tensor_name: Optional[str]) -> str:
     return f"{text}, shape={tuple(tensor.shape)}, dtype={tensor.dtype}"
 
 
-def _in_stream_order(tensors: Sequence[torch.Tensor], consume: Callable[[List[torch.Tensor]], None]) -> None:
+def _in_stream_order(tensors: Sequence[torch.Tensor], consume: Callable[[List[torch.Tensor]], None],
+                     api: str) -> None:
     r"""Queues copies of ``tensors`` (npu, one device) into pinned buffers and then
     ``consume(buffers)`` as a host callback, on the current stream of their
     device (Note [Dumping tensors in stream order])."""
     device = tensors[0].device
     with torch.npu.device(device):
         stream = torch.npu.current_stream()
+        # A host callback: refused on an external stream in compat mode,
+        # before anything is queued or any file name is taken.
+        _C._npu_checkManagedOnly(stream, api, False)
         buffers = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
         for buffer, tensor in zip(buffers, tensors):
             buffer.copy_(tensor, non_blocking=True)
@@ -102,7 +106,8 @@ def _print_impl(input: torch.Tensor, *, tensor_name: Optional[str] = None) -> No
     if input.device.type == "cpu":
         print(_format(input, tensor_name), flush=True)
         return
-    _in_stream_order([input], lambda held: print(_format(held[0], tensor_name), flush=True))
+    _in_stream_order([input], lambda held: print(_format(held[0], tensor_name), flush=True),
+                     "print_npugraph_tensor")
 
 
 def _save_impl(input: torch.Tensor, *, save_path: Optional[str] = None, overwrite: bool = False) -> None:
@@ -121,6 +126,8 @@ def _save_tensors(device: torch.device, tensors: List[torch.Tensor], save_path: 
         torch.save(tensors if as_list else tensors[0], path)
         return
     index = device.index if device.index is not None else torch.npu.current_device()
+    with torch.npu.device(device):
+        _C._npu_checkManagedOnly(torch.npu.current_stream(), "save_npugraph_tensor", False)
     path = _save_path(save_path, index, overwrite)
 
     def save(held: List[torch.Tensor]) -> None:
@@ -128,7 +135,7 @@ def _save_tensors(device: torch.device, tensors: List[torch.Tensor], save_path: 
         copies = [t.clone() for t in held]
         torch.save(copies if as_list else copies[0], path)
 
-    _in_stream_order(tensors, save)
+    _in_stream_order(tensors, save, "save_npugraph_tensor")
 
 
 def _register() -> torch.library.Library:
