@@ -15,7 +15,7 @@
 // counted in the device's memory or in the caching allocator's statistics.
 // The memory is not cached: each free unregisters and frees it. A queued op
 // holds the storage of memory the caching allocator does not manage until it
-// ran (Note [Memory held by queued tasks] in csrc/aten/OpLauncher.cpp), so
+// ran (Note [Memory held by queued tasks] in core/NPUCachingAllocator.h), so
 // the free never races the device; torch_npu synchronizes the whole device
 // at every free instead.
 #pragma once
