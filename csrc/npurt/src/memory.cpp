@@ -279,7 +279,7 @@ npuError_t MemoryManager::mallocHost(size_t size, void** out, const char* functi
   }
   try {
     std::unique_lock<std::shared_mutex> lock(mutex_);
-    host_.emplace(reinterpret_cast<uintptr_t>(base), HostRange{size, true, false});
+    host_.emplace(reinterpret_cast<uintptr_t>(base), HostRange{size, true});
   } catch (...) {
     std::free(base);
     throw;
@@ -328,14 +328,14 @@ npuError_t MemoryManager::hostRegister(void* ptr, size_t size, int mapDevice,
   if (mapDevice >= 0) {
     device_.emplace(p, std::make_shared<Allocation>(Allocation::HostMapped{}, ptr, size, mapDevice));
   }
-  host_.emplace(p, HostRange{size, false, mapDevice >= 0});
+  host_.emplace(p, HostRange{size, false});
   return npuSuccess;
 }
 
 npuError_t MemoryManager::hostDevicePointer(void* ptr, void** out, const char* function) const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
-  const auto it = findHostLocked(reinterpret_cast<uintptr_t>(ptr), 1);
-  if (it == host_.end() || !it->second.mapped) {
+  const std::shared_ptr<Allocation> a = findLocked(ptr);
+  if (a == nullptr || !a->hostMapped) {
     lock.unlock();
     return fail(npuErrorInvalidValue, function,
                 describe(ptr) + " is not inside host memory registered with npuHostRegisterMapped");
@@ -349,7 +349,10 @@ npuError_t MemoryManager::hostUnregister(void* ptr, const char* function) {
     std::unique_lock<std::shared_mutex> lock(mutex_);
     const auto it = host_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it != host_.end() && !it->second.owned) {
-      if (it->second.mapped) device_.erase(it->first);
+      // A mapped registration is also in the device map (Note [Mapped host memory]).
+      if (const auto d = device_.find(it->first); d != device_.end() && d->second->hostMapped) {
+        device_.erase(d);
+      }
       host_.erase(it);
       return npuSuccess;
     }

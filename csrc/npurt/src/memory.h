@@ -138,8 +138,7 @@ class MemoryManager {
  private:
   struct HostRange {
     size_t size;
-    bool owned;   // npuMallocHost (freed by npuFreeHost) vs npuHostRegister
-    bool mapped;  // npuHostRegisterMapped: also an Allocation in device_
+    bool owned;  // npuMallocHost (freed by npuFreeHost) vs npuHostRegister
   };
 
   // Live allocation containing p (at any offset), or null. Caller holds mutex_.
