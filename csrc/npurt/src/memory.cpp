@@ -325,6 +325,15 @@ npuError_t MemoryManager::hostRegister(void* ptr, size_t size, int mapDevice,
     lock.unlock();
     return fail(npuErrorInvalidValue, function, describe(ptr) + " is device memory");
   }
+  // A mapped range joins the device map, whose entries must not overlap
+  // (findLocked looks at one entry): no device allocation may start inside it.
+  if (const auto next = device_.lower_bound(p);
+      mapDevice >= 0 && next != device_.end() && next->first - p < size) {
+    lock.unlock();
+    return fail(npuErrorInvalidValue, function,
+                "[" + describe(ptr) + ", +" + std::to_string(size) +
+                    ") overlaps device memory at " + describe(next->second->base));
+  }
   if (mapDevice >= 0) {
     device_.emplace(p, std::make_shared<Allocation>(Allocation::HostMapped{}, ptr, size, mapDevice));
   }

@@ -340,6 +340,14 @@ TEST_F(MemoryTest, MappedHostMemoryIsDeviceMemoryOfTheCurrentDeviceUntilUnregist
 
   ASSERT_NPU_OK(npuHostUnregister(p));
   EXPECT_NPU(npuErrorInvalidDevicePointer, npuMemset(p, 0, 16)) << "no longer device memory";
+  // Device memory inside the range (it is host memory here): refused, never
+  // two device-map entries over one address.
+  unsigned char* d = static_cast<unsigned char*>(dev);
+  EXPECT_NPU(npuErrorInvalidValue, npuHostRegister(d - 64, 128, npuHostRegisterMapped));
+  EXPECT_NE(std::string(npuGetLastErrorMessage()).find("device memory"), std::string::npos);
+  npuPointerAttributes devAttr{};
+  ASSERT_NPU_OK(npuPointerGetAttributes(&devAttr, d));
+  EXPECT_EQ(devAttr.type, npuMemoryTypeDevice);
   EXPECT_NPU(npuErrorInvalidValue, npuHostGetDevicePointer(&devPtr, p, 0));
   ASSERT_NPU_OK(npuFree(dev));
 }
