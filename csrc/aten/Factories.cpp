@@ -251,11 +251,11 @@ struct RegisterResizeHook {
 at::Tensor emptyWithSwappedMemory(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                   std::optional<c10::Device> device) {
   checkFactoryOptions(device, std::nullopt, std::nullopt);
-  const c10::DeviceIndex index =
-      device.has_value() && device->has_index() ? checkedDeviceIndex(device->index()) : -1;
-  const c10::OptionalDeviceGuard guard(
-      index >= 0 ? std::optional<c10::Device>(c10::Device(c10::DeviceType::PrivateUse1, index))
-                 : std::nullopt);
+  c10::OptionalDeviceGuard guard;
+  if (device.has_value() && device->has_index()) {
+    guard.reset_device(
+        c10::Device(c10::DeviceType::PrivateUse1, checkedDeviceIndex(device->index())));
+  }
   return filledIfDeterministic(emptyContiguousNpu(size, c10::dtype_or_default(dtype), std::nullopt,
                                                   NPUSwappedMemoryAllocator::get()));
 }

@@ -30,6 +30,7 @@ size_t pageSize() {
 
 // Deleters run inside destructors and must not throw.
 void release(void* ptr) noexcept {
+  if (ptr == nullptr) return;  // an empty allocation (raw_deleter may be handed one)
   HostMemory memory(ptr);
   const npuError_t status = npuHostUnregister(ptr);
   if (status != npuSuccess) {
