@@ -72,21 +72,26 @@ def _format(tensor: torch.Tensor, tensor_name: Optional[str]) -> str:
     return f"{text}, shape={tuple(tensor.shape)}, dtype={tensor.dtype}"
 
 
-def _in_stream_order(tensors: Sequence[torch.Tensor], consume: Callable[[List[torch.Tensor]], None],
-                     api: str) -> None:
-    r"""Queues copies of ``tensors`` (npu, one device) into pinned buffers and then
-    ``consume(buffers)`` as a host callback, on the current stream of their
-    device (Note [Dumping tensors in stream order])."""
-    device = tensors[0].device
+def _managed_stream(device: torch.device, api: str) -> torch.Stream:
+    r"""The current stream of ``device``, which the op's host callback will use:
+    refused on an external stream in compat mode, before anything is queued or
+    any file name is taken."""
     with torch.npu.device(device):
         stream = torch.npu.current_stream()
-        # A host callback: refused on an external stream in compat mode,
-        # before anything is queued or any file name is taken.
-        _C._npu_checkManagedOnly(stream, api, False)
+    _C._npu_checkManagedOnly(stream, api, False)
+    return stream
+
+
+def _in_stream_order(stream: torch.Stream, tensors: Sequence[torch.Tensor],
+                     consume: Callable[[List[torch.Tensor]], None]) -> None:
+    r"""Queues copies of ``tensors`` (npu, on ``stream``'s device) into pinned
+    buffers and then ``consume(buffers)`` as a host callback, on ``stream``
+    (Note [Dumping tensors in stream order])."""
+    with torch.npu.device(stream.device):
         buffers = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
         for buffer, tensor in zip(buffers, tensors):
             buffer.copy_(tensor, non_blocking=True)
-        _C._launch_host_func(stream, lambda held: consume(held), buffers)
+        _C._launch_host_func(stream, consume, buffers)
 
 
 def _check_list(inputs: Any) -> torch.device:
@@ -106,8 +111,8 @@ def _print_impl(input: torch.Tensor, *, tensor_name: Optional[str] = None) -> No
     if input.device.type == "cpu":
         print(_format(input, tensor_name), flush=True)
         return
-    _in_stream_order([input], lambda held: print(_format(held[0], tensor_name), flush=True),
-                     "print_npugraph_tensor")
+    stream = _managed_stream(input.device, "print_npugraph_tensor")
+    _in_stream_order(stream, [input], lambda held: print(_format(held[0], tensor_name), flush=True))
 
 
 def _save_impl(input: torch.Tensor, *, save_path: Optional[str] = None, overwrite: bool = False) -> None:
@@ -125,17 +130,15 @@ def _save_tensors(device: torch.device, tensors: List[torch.Tensor], save_path: 
         path = _save_path(save_path, None, overwrite)
         torch.save(tensors if as_list else tensors[0], path)
         return
-    index = device.index if device.index is not None else torch.npu.current_device()
-    with torch.npu.device(device):
-        _C._npu_checkManagedOnly(torch.npu.current_stream(), "save_npugraph_tensor", False)
-    path = _save_path(save_path, index, overwrite)
+    stream = _managed_stream(device, "save_npugraph_tensor")
+    path = _save_path(save_path, stream.device.index, overwrite)
 
     def save(held: List[torch.Tensor]) -> None:
         # Unpinned copies: the buffers are reused by the next replay.
         copies = [t.clone() for t in held]
         torch.save(copies if as_list else copies[0], path)
 
-    _in_stream_order(tensors, save, "save_npugraph_tensor")
+    _in_stream_order(stream, tensors, save)
 
 
 def _register() -> torch.library.Library:
