@@ -7,8 +7,10 @@
 
 #include "api_common.h"
 #include "graph/capture.h"
+#include "graph/conditional.h"
 #include "graph/exec.h"
 #include "graph/graph.h"
+#include "memory.h"
 
 using namespace npurt::internal;
 
@@ -73,6 +75,28 @@ npuError_t npuStreamEndCapture(npuStream_t handle, npuGraph_t* graph) {
     *graph = graphHandle(rt, id);
     return npuSuccess;
   });
+}
+
+npuError_t npuStreamBeginCaptureToIf(npuStream_t handle, const void* condition,
+                                     npuStream_t bodyHandle) {
+  constexpr const char* kFn = "npuStreamBeginCaptureToIf";
+  return onStream(kFn, handle, [&](Runtime& rt, Stream& stream) {
+    const std::shared_ptr<Stream> body = findStream(rt, bodyHandle);
+    if (body == nullptr) return invalidStream(kFn, bodyHandle);
+    if (condition == nullptr) return nullArgument(kFn, "condition");
+    // The byte must be device memory; the node keeps its allocation alive.
+    CheckedRange range;
+    if (const npuError_t s = rt.memory.checkMemset(const_cast<void*>(condition), 1, range, kFn);
+        s != npuSuccess) {
+      return s;
+    }
+    return beginCaptureToIf(stream, condition, std::move(range.dst), *body, kFn);
+  });
+}
+
+npuError_t npuStreamEndCaptureToIf(npuStream_t body) {
+  constexpr const char* kFn = "npuStreamEndCaptureToIf";
+  return onStream(kFn, body, [&](Runtime&, Stream& stream) { return endCaptureToIf(stream, kFn); });
 }
 
 npuError_t npuStreamGetCaptureInfo(npuStream_t handle, npuStreamCaptureStatus* status,

@@ -433,6 +433,35 @@ NPURT_API npuError_t npuStreamIsCapturing(npuStream_t stream, npuStreamCaptureSt
 NPURT_API npuError_t npuStreamGetCaptureInfo(npuStream_t stream, npuStreamCaptureStatus* status,
                                              uint64_t* id);
 
+/* Conditional nodes (Note [Conditional nodes] in csrc/npurt/README.md).
+ * npuStreamBeginCaptureToIf adds an "if" node to the capture `stream`
+ * records into, after the work captured on `stream` so far (its later
+ * captured work follows the node), and makes `body`, a stream that does not
+ * capture, capture the node's body: the work captured on `body`, and on
+ * streams forked from it, until npuStreamEndCaptureToIf(body). At every
+ * launch the node reads the byte at `condition`, device memory of the
+ * capture's device that the captured work before the node sets (the node
+ * keeps its allocation alive, not its contents), and runs the body when it
+ * is non-zero. Bodies nest (`stream` may itself capture a body); a body is
+ * a capture of its own (its own capture id and mode, the mode of `stream`'s
+ * capture), but an error that invalidates it invalidates every capture of
+ * the tree, and the root capture cannot end while a body is open. The body
+ * runs its nodes one after another inside the node. Task groups are not
+ * supported inside a body, and an if node cannot be part of one.
+ * Errors of Begin: npuErrorIllegalState (`stream` not capturing, `body`
+ * capturing), npuErrorStreamCaptureInvalidated, npuErrorInvalidValue
+ * (condition NULL, body or condition on another device),
+ * npuErrorInvalidDevicePointer (condition not device memory),
+ * npuErrorNotSupported (inside a task group). End's are npuStreamEndCapture's,
+ * npuErrorIllegalState also for a stream that does not capture a body. On
+ * success the body belongs to the node. Thread-safe. CUDA: a conditional
+ * node of type cudaGraphCondTypeIf with cudaStreamBeginCaptureToGraph into
+ * its body graph; the node reads device memory instead of a conditional
+ * handle. */
+NPURT_API npuError_t npuStreamBeginCaptureToIf(npuStream_t stream, const void* condition,
+                                               npuStream_t body);
+NPURT_API npuError_t npuStreamEndCaptureToIf(npuStream_t body);
+
 /* Task groups (for updating captured kernels' arguments later): nodes
  * captured on `stream` between Begin and End form a group. Groups do not
  * nest on one stream. End gives [out] group, valid for the graph the capture

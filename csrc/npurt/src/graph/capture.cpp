@@ -11,86 +11,19 @@
 #include <utility>
 
 #include "../errors.h"
+#include "capture_registry.h"
 #include "capture_session.h"
 
 namespace npurt::internal {
 namespace {
 
-using SessionPtr = std::shared_ptr<CaptureSession>;
-
 // relaxed: ids only need to be unique.
-std::atomic<uint64_t> gNextCaptureId{1};
 std::atomic<uint64_t> gNextGroupId{1};
-
-class Registry {
- public:
-  std::mutex mutex;  // guards everything below and every session
-  std::unordered_map<uint64_t, SessionPtr> byStream;
-  std::vector<SessionPtr> live;  // sessions not ended
-  // live.size(), readable without the mutex: checkUnsafeCall's fast path.
-  std::atomic<size_t> liveCount{0};
-
-  SessionPtr find(const Stream& stream) const {
-    const auto it = byStream.find(stream.id());
-    return it == byStream.end() ? nullptr : it->second;
-  }
-
-  // Ends a session: every member stops capturing.
-  void finish(const SessionPtr& session) {
-    session->ended = true;
-    for (auto& [id, member] : session->members) {
-      member.stream->setCapturing(false);
-      byStream.erase(id);
-    }
-    std::erase(live, session);
-    liveCount.store(live.size(), std::memory_order_relaxed);
-  }
-};
-
-Registry& registry() {
-  // Never destroyed, like the runtime (Note [Runtime lifetime]).
-  static Registry* const r = std::make_unique<Registry>().release();
-  return *r;
-}
-
-std::string captureText(const CaptureSession& s) { return "capture " + std::to_string(s.id); }
-std::string streamText(const Stream& s) { return "stream " + std::to_string(s.id()); }
-
-npuError_t invalidated(const CaptureSession& s, const char* fn) {
-  return fail(npuErrorStreamCaptureInvalidated, fn,
-              captureText(s) + " was invalidated: " + s.reason +
-                  "; end it with npuStreamEndCapture and capture again");
-}
-
-// Invalidates `s` because `fn` is not permitted, returning the status.
-npuError_t refuse(CaptureSession& s, npuError_t status, const char* fn, const std::string& why,
-                  std::vector<GraphNode>& released) {
-  s.invalidate(std::string(fn) + ": " + why, released);
-  return fail(status, fn, why + "; " + captureText(s) + " is invalidated");
-}
 
 void addUnique(std::vector<uint32_t>& into, const std::vector<uint32_t>& from) {
   for (const uint32_t n : from) {
     if (std::find(into.begin(), into.end(), n) == into.end()) into.push_back(n);
   }
-}
-
-// Records a node on `stream`'s member of `s`. The slot is reserved before
-// make() runs and nothing throws after it, so a task is either recorded or
-// left to the caller (never released on an error: npuLaunchTask contract).
-void addNode(CaptureSession& s, CaptureMember& m, const std::function<NodeWorkPtr()>& make) {
-  GraphNode node;
-  node.deps = m.frontier;
-  s.nodes.reserve(s.nodes.size() + 1);
-  m.frontier.reserve(1);
-  if (m.groupOpen) m.groupNodes.reserve(m.groupNodes.size() + 1);
-  if (m.fusedOpen) m.fusedNodes.reserve(m.fusedNodes.size() + 1);
-  node.work = make();
-  const auto index = static_cast<uint32_t>(s.nodes.size());
-  s.nodes.push_back(std::move(node));
-  m.frontier.assign(1, index);
-  if (m.groupOpen) m.groupNodes.push_back(index);
-  if (m.fusedOpen) m.fusedNodes.push_back(index);
 }
 
 CaptureOutcome addWork(Stream& stream, const char* fn, const npuTask* task,
@@ -261,26 +194,29 @@ npuError_t beginCapture(Stream& stream, npuStreamCaptureMode mode, const char* f
     return fail(npuErrorIllegalState, fn,
                 streamText(stream) + " is already capturing (" + captureText(*s) + ")");
   }
-  auto s = std::make_shared<CaptureSession>(gNextCaptureId.fetch_add(1, std::memory_order_relaxed),
-                                            mode, stream.shared_from_this());
-  r.live.reserve(r.live.size() + 1);
-  r.byStream.emplace(stream.id(), s);
-  r.live.push_back(s);  // capacity reserved: nothing throws from here
-  r.liveCount.store(r.live.size(), std::memory_order_relaxed);
-  stream.setCapturing(true);
+  r.start(std::make_shared<CaptureSession>(newCaptureId(), mode, stream.shared_from_this()),
+          stream);
   return npuSuccess;
 }
 
-npuError_t endCapture(Stream& stream, std::shared_ptr<Graph>& graph, const char* fn) {
-  std::vector<GraphNode> released;
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
+npuError_t endSession(Registry& r, Stream& stream, bool conditionalBody, const char* fn,
+                      SessionPtr& ended, std::vector<GraphNode>& nodes, TaskGroups& groups,
+                      std::vector<GraphNode>& released) {
   const SessionPtr s = r.find(stream);
+  const char* end = conditionalBody ? "npuStreamEndCaptureToIf" : "npuStreamEndCapture";
   if (s == nullptr) return fail(npuErrorIllegalState, fn, streamText(stream) + " is not capturing");
+  if ((s->conditional != nullptr) != conditionalBody) {
+    return fail(npuErrorIllegalState, fn,
+                streamText(stream) +
+                    (conditionalBody ? " is not capturing the body of an if node"
+                                     : " captures the body of an if node") +
+                    " (" + captureText(*s) + "); end it with " +
+                    (conditionalBody ? "npuStreamEndCapture" : "npuStreamEndCaptureToIf"));
+  }
   if (s->origin != stream.id()) {
     return fail(npuErrorStreamCaptureUnmatched, fn,
-                streamText(stream) + " joined " + captureText(*s) +
-                    "; end the capture on its origin stream " + std::to_string(s->origin));
+                streamText(stream) + " joined " + captureText(*s) + "; call " + end +
+                    " on its origin stream " + std::to_string(s->origin));
   }
   if (s->mode != npuStreamCaptureModeRelaxed && s->thread != std::this_thread::get_id()) {
     return fail(npuErrorStreamCaptureWrongThread, fn,
@@ -288,14 +224,22 @@ npuError_t endCapture(Stream& stream, std::shared_ptr<Graph>& graph, const char*
                     " was begun by another thread (only relaxed captures may be "
                     "ended elsewhere); the capture goes on");
   }
+  if (!s->openBodies.empty()) {
+    return fail(npuErrorIllegalState, fn,
+                "the body of an if node begun in " + captureText(*s) +
+                    " is still being captured on stream " +
+                    std::to_string(s->openBodies.front()->origin) +
+                    "; end it with npuStreamEndCaptureToIf first (the capture goes on)");
+  }
   r.finish(s);  // whatever the outcome, the capture is over
+  ended = s;
   if (s->invalid) return invalidated(*s, fn);
   if (const uint64_t unjoined = s->unjoinedStream(); unjoined != 0) {
-    s->invalidate("unjoined", released);
-    return fail(npuErrorStreamCaptureUnjoined, fn,
-                "stream " + std::to_string(unjoined) + " forked into " + captureText(*s) +
-                    " but its work was never joined back into the origin stream (record an "
-                    "event on it and wait for that event on the origin stream)");
+    return refuse(*s, npuErrorStreamCaptureUnjoined, fn,
+                  "stream " + std::to_string(unjoined) + " forked into " + captureText(*s) +
+                      " but its work was never joined back into the origin stream (record an "
+                      "event on it and wait for that event on the origin stream)",
+                  released);
   }
   // Open scopes end with the capture; an open task group is dropped.
   for (auto& [id, member] : s->members) {
@@ -303,8 +247,21 @@ npuError_t endCapture(Stream& stream, std::shared_ptr<Graph>& graph, const char*
       s->fused.push_back(FusedRange{member.fusedName, std::move(member.fusedNodes)});
     }
   }
+  nodes = s->takeFusedNodes(groups);
+  return npuSuccess;
+}
+
+npuError_t endCapture(Stream& stream, std::shared_ptr<Graph>& graph, const char* fn) {
+  std::vector<GraphNode> released;
+  std::vector<GraphNode> nodes;
   TaskGroups groups;
-  std::vector<GraphNode> nodes = s->takeFusedNodes(groups);
+  SessionPtr s;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (const npuError_t status = endSession(r, stream, false, fn, s, nodes, groups, released);
+      status != npuSuccess) {
+    return status;
+  }
   graph = std::make_shared<Graph>(s->id, s->device, std::move(nodes), std::move(groups));
   return npuSuccess;
 }
@@ -337,7 +294,12 @@ npuError_t withMember(Stream& stream, const char* fn, Body&& body) {
 }  // namespace
 
 npuError_t beginTaskGroup(Stream& stream, const char* fn) {
-  return withMember(stream, fn, [&](CaptureSession&, CaptureMember& m) {
+  return withMember(stream, fn, [&](CaptureSession& s, CaptureMember& m) {
+    if (s.conditional != nullptr) {
+      return fail(npuErrorNotSupported, fn,
+                  streamText(stream) + " captures the body of an if node (" + captureText(s) +
+                      "), where task groups are not supported: begin the group outside the if");
+    }
     if (m.groupOpen) {
       return fail(npuErrorIllegalState, fn, streamText(stream) + " already has an open task group");
     }

@@ -18,6 +18,14 @@ CaptureSession::CaptureSession(uint64_t captureId, npuStreamCaptureMode captureM
 }
 
 void CaptureSession::invalidate(const std::string& why, std::vector<GraphNode>& released) {
+  // A broken body breaks its if node, so the whole tree: start at its root.
+  std::shared_ptr<CaptureSession> root;
+  for (auto p = parent.lock(); p != nullptr; p = p->parent.lock()) root = p;
+  (root != nullptr ? *root : *this).invalidateSubtree(why, released);
+}
+
+void CaptureSession::invalidateSubtree(const std::string& why, std::vector<GraphNode>& released) {
+  for (CaptureSession* body : openBodies) body->invalidateSubtree(why, released);
   if (!invalid) {
     invalid = true;
     reason = why;

@@ -35,6 +35,8 @@ struct FusedRange {
   std::vector<uint32_t> nodes;
 };
 
+class ConditionalWork;
+
 class CaptureSession {
  public:
   CaptureSession(uint64_t id, npuStreamCaptureMode mode, std::shared_ptr<Stream> origin);
@@ -55,6 +57,14 @@ class CaptureSession {
   TaskGroups groups;
   std::vector<FusedRange> fused;
 
+  // Conditional bodies (Note [Conditional nodes] in csrc/npurt/README.md). A
+  // body is a capture of its own whose nodes become the body of an if node
+  // of its parent capture; captures nest as a tree, which is valid only as a
+  // whole.
+  std::weak_ptr<CaptureSession> parent;          // a body's parent capture
+  std::shared_ptr<ConditionalWork> conditional;  // the if node a body fills; null for a root
+  std::vector<CaptureSession*> openBodies;       // bodies begun in this capture, not ended
+
   // Whether a potentially unsafe call on thread `caller` is forbidden by
   // this capture (Note [Stream capture]).
   bool forbidsUnsafeCallsOn(std::thread::id caller) const noexcept {
@@ -62,7 +72,8 @@ class CaptureSession {
            (mode == npuStreamCaptureModeThreadLocal && caller == thread);
   }
 
-  // Invalidates (first reason kept) and moves the recorded nodes into
+  // Invalidates this capture and every capture of its tree (its parents and
+  // their open bodies; first reason kept) and moves the recorded nodes into
   // `released`, for the caller to drop once it has let go of the registry.
   void invalidate(const std::string& why, std::vector<GraphNode>& released);
 
@@ -73,6 +84,10 @@ class CaptureSession {
   // The captured nodes with every fused range made one node; groups are
   // renumbered to match. Consumes nodes, groups and fused.
   std::vector<GraphNode> takeFusedNodes(TaskGroups& groupsOut);
+
+ private:
+  // invalidate() of this capture and its open bodies.
+  void invalidateSubtree(const std::string& why, std::vector<GraphNode>& released);
 };
 
 }  // namespace npurt::internal

@@ -2,6 +2,9 @@
 #include "graph.h"
 
 #include <string>
+#include <vector>
+
+#include "conditional.h"
 
 namespace npurt::internal {
 namespace {
@@ -16,28 +19,49 @@ std::string escaped(const std::string& text) {
   return out;
 }
 
-}  // namespace
-
-std::string Graph::dot() const {
-  std::string out = "digraph npuGraph_capture" + std::to_string(captureId_) + " {\n";
-  out += "  label=\"capture " + std::to_string(captureId_) + ", device " + std::to_string(device_) +
-         ", " + std::to_string(nodes_.size()) + " nodes\";\n  node [shape=box];\n";
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const NodeWork& work = *nodes_[i].work;
+// Boxes and arrows of `nodes`, named `<prefix><index>`; an if node's body
+// follows as a cluster of its own, entered by dashed arrows.
+void appendNodes(std::string& out, const std::vector<GraphNode>& nodes, const std::string& prefix,
+                 const std::string& indent) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeWork& work = *nodes[i].work;
+    const std::string id = prefix + std::to_string(i);
     // Lines of the label joined by DOT's "\n" escape.
     std::string label =
         std::to_string(i) + " " + nodeKindName(work.kind()) + "\\n" + escaped(work.name());
     if (const std::string detail = work.describe(); !detail.empty()) {
       label += "\\n" + escaped(detail);
     }
-    out += "  n" + std::to_string(i) + " [label=\"" + label + "\"" +
-           (work.kind() == NodeKind::kFused ? ", style=bold" : "") + "];\n";
-  }
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    for (const uint32_t dep : nodes_[i].deps) {
-      out += "  n" + std::to_string(dep) + " -> n" + std::to_string(i) + ";\n";
+    const bool conditional = work.kind() == NodeKind::kConditional;
+    out += indent + id + " [label=\"" + label + "\"" +
+           (work.kind() == NodeKind::kFused ? ", style=bold" : "") +
+           (conditional ? ", shape=diamond" : "") + "];\n";
+    if (!conditional) continue;
+    const auto& body = static_cast<const ConditionalWork&>(work).body();
+    out +=
+        indent + "subgraph cluster_" + id + " {\n" + indent + "  label=\"body of " + id + "\";\n";
+    appendNodes(out, body, id + "_", indent + "  ");
+    out += indent + "}\n";
+    for (size_t b = 0; b < body.size(); ++b) {
+      if (body[b].deps.empty()) {
+        out += indent + id + " -> " + id + "_" + std::to_string(b) + " [style=dashed];\n";
+      }
     }
   }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (const uint32_t dep : nodes[i].deps) {
+      out += indent + prefix + std::to_string(dep) + " -> " + prefix + std::to_string(i) + ";\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::string Graph::dot() const {
+  std::string out = "digraph npuGraph_capture" + std::to_string(captureId_) + " {\n";
+  out += "  label=\"capture " + std::to_string(captureId_) + ", device " + std::to_string(device_) +
+         ", " + std::to_string(nodes_.size()) + " nodes\";\n  node [shape=box];\n";
+  appendNodes(out, nodes_, "n", "  ");
   out += "}\n";
   return out;
 }

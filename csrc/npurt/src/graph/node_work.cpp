@@ -65,12 +65,6 @@ class HostFnWork final : public NodeWork {
   racecheck::AccessList accesses_;
 };
 
-std::string pointerText(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
-
 class MemcpyWork final : public NodeWork {
  public:
   MemcpyWork(void* dst, const void* src, size_t count, std::shared_ptr<Allocation> dstAlloc,
@@ -141,10 +135,7 @@ class FusedWork final : public NodeWork {
     for (const NodeWorkPtr& part : parts_) {
       const int status = part->run(errorBuf, errorBufSize);
       if (status == 0) continue;
-      // The member's name first: the fused node's failure names both.
-      char inner[512];
-      std::snprintf(inner, sizeof inner, "%s", errorBuf);
-      std::snprintf(errorBuf, errorBufSize, "%s: %s", part->name(), inner);
+      prefixNodeName(part->name(), errorBuf, errorBufSize);  // names both
       return status;
     }
     return 0;
@@ -160,6 +151,18 @@ class FusedWork final : public NodeWork {
 
 }  // namespace
 
+std::string pointerText(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+void prefixNodeName(const char* name, char* errorBuf, size_t errorBufSize) noexcept {
+  char inner[512];
+  std::snprintf(inner, sizeof inner, "%s", errorBuf);
+  std::snprintf(errorBuf, errorBufSize, "%s: %s", name, inner);
+}
+
 const char* nodeKindName(NodeKind kind) noexcept {
   switch (kind) {
     case NodeKind::kTask:
@@ -172,6 +175,8 @@ const char* nodeKindName(NodeKind kind) noexcept {
       return "memset";
     case NodeKind::kFused:
       return "fused";
+    case NodeKind::kConditional:
+      return "if";
   }
   return "node";
 }

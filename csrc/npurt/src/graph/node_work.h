@@ -41,9 +41,9 @@ namespace npurt::internal {
 
 struct Allocation;
 
-enum class NodeKind : uint8_t { kTask, kHostFn, kMemcpy, kMemset, kFused };
+enum class NodeKind : uint8_t { kTask, kHostFn, kMemcpy, kMemset, kFused, kConditional };
 
-// "task", "host", "memcpy", "memset", "fused".
+// "task", "host", "memcpy", "memset", "fused", "if".
 const char* nodeKindName(NodeKind kind) noexcept;
 
 class NodeWork {
@@ -71,6 +71,12 @@ class NodeWork {
 };
 
 using NodeWorkPtr = std::shared_ptr<NodeWork>;
+
+// "0x..." for DOT labels and describe().
+std::string pointerText(const void* p);
+// Puts "<name>: " before the failure message in errorBuf: a work that runs
+// other works (a fused scope, an if node's body) names the one that failed.
+void prefixNodeName(const char* name, char* errorBuf, size_t errorBufSize) noexcept;
 
 // npuLaunchTask: run() per launch, release() in the destructor. Takes a copy
 // of the name if the task asked for one.
