@@ -53,6 +53,10 @@ void initGraphs(py::module_& m) {
       .def("replay", torch::wrap_pybind_function_no_gil(&NPUGraph::replay))
       .def("reset", &NPUGraph::reset, py::call_guard<py::gil_scoped_release>())
       .def("pool", torch::wrap_pybind_function(&NPUGraph::pool))
+      .def("begin_capture_to_if_node",
+           torch::wrap_pybind_function_no_gil(&NPUGraph::begin_capture_to_if_node), py::arg("pred"))
+      .def("end_capture_to_conditional_node",
+           torch::wrap_pybind_function_no_gil(&NPUGraph::end_capture_to_conditional_node))
       .def("_has_graph_exec", &NPUGraph::has_graph_exec)
       .def("enable_debug_mode", &NPUGraph::enable_debug_mode)
       .def("debug_dump", torch::wrap_pybind_function_no_gil(&NPUGraph::debug_dump),

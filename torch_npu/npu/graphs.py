@@ -212,6 +212,34 @@ class NPUGraph(_C._NPUGraph):
         r"""Delete the graph currently held by this instance and return its memory pool."""
         super().reset()
 
+    def begin_capture_to_if_node(self, pred: torch.Tensor) -> None:
+        r"""Begin capturing the body of a conditional node (used by ``torch.cond`` under
+        :class:`~torch_npu.npu._npugraph_conditional_nodes.NPUGraphCaptureControlFlowOpDispatchMode`).
+
+        Adds an if node to this graph's capture at the current stream, which must
+        record into the innermost capture of this graph, and makes a body stream
+        current: the work captured until :meth:`end_capture_to_conditional_node`
+        runs at a replay only when ``pred`` holds true at that point of the replay.
+        The graph keeps ``pred`` alive until :meth:`reset`.
+
+        Args:
+            pred (Tensor): one-element ``torch.bool`` tensor on the capture's device.
+
+        Raises:
+            RuntimeError: no capture of this graph records on the current stream,
+                or ``pred`` is not a one-element bool tensor of the capture's device.
+        """
+        super().begin_capture_to_if_node(pred)
+
+    def end_capture_to_conditional_node(self) -> None:
+        r"""End the innermost conditional body and make the stream current before it current again.
+
+        Raises:
+            RuntimeError: no body is open, or the body's capture failed (the graph's
+                capture has then failed as well, and :meth:`capture_end` says so).
+        """
+        super().end_capture_to_conditional_node()
+
     def register_generator_state(self, generator: torch.Generator) -> None:
         r"""Deprecated, does nothing: generators are registered by their first random op in the capture.
 

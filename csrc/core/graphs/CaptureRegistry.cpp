@@ -78,10 +78,10 @@ bool anyCapture() noexcept {
   return registry().active.load(std::memory_order_relaxed) > 0;
 }
 
-void registerCapture(const std::shared_ptr<CaptureState>& capture) {
+void registerCapture(uint64_t captureId, const std::shared_ptr<CaptureState>& capture) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.captures[capture->captureId] = capture;
+  r.captures[captureId] = capture;
   r.active.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -29,6 +29,7 @@
 
 #include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
+#include <c10/core/Storage.h>
 
 #include <atomic>
 #include <cstdint>
@@ -66,6 +67,7 @@ struct CaptureState {
   std::mutex mutex;                          // guards everything below
   std::vector<poison::StorageRef> writes;    // memory the captured tasks write
   std::vector<Rng> rngs;                     // one per generator drawn from
+  std::vector<c10::Storage> conditions;      // read by the graph's if nodes
   npuGraphExec_t exec = nullptr;             // after a successful capture
 
   // Reserves one sub-sequence of `generator` for a captured task: its offset
@@ -92,8 +94,10 @@ struct CaptureState {
 // collects a task-group update. One relaxed load. Thread-safe.
 bool anyCapture() noexcept;
 
-// Registers / unregisters a capture under its npurt capture id. Thread-safe.
-void registerCapture(const std::shared_ptr<CaptureState>& capture);
+// Registers / unregisters a capture under an npurt capture id: its own, or
+// that of a conditional body captured for it (Note [Conditional nodes in NPU
+// graphs] in ConditionalNodes.cpp). Thread-safe.
+void registerCapture(uint64_t captureId, const std::shared_ptr<CaptureState>& capture);
 void unregisterCapture(uint64_t captureId) noexcept;
 
 // The capture `stream` records into (a capture begun by NPUGraph, joined or

@@ -126,7 +126,7 @@ void NPUGraph::capture_begin(c10::MempoolId_t pool, npuStreamCaptureMode mode) {
   capture->captureId = id;
   capture->device = device_;
   capture->graph = this;
-  graphs::registerCapture(capture);
+  graphs::registerCapture(id, capture);
   capture_ = std::move(capture);
   captureStream_ = stream;
   capturing_ = true;
@@ -148,6 +148,7 @@ void NPUGraph::capture_begin(c10::MempoolId_t pool, npuStreamCaptureMode mode) {
 
 void NPUGraph::endCaptureOnError() noexcept {
   graphs::unregisterCapture(capture_->captureId);
+  releaseConditions();
   try {
     NPUCachingAllocator::endAllocateToPool(device_, mempoolId_);
     NPUCachingAllocator::releasePool(device_, mempoolId_);
@@ -262,6 +263,7 @@ void NPUGraph::reset() noexcept {
   try {
     if (capturing_) {
       // Destroyed or reset mid-capture: end the capture and drop what it recorded.
+      endConditionalBodies();
       waitForQueue(*captureStream_);
       npuGraph_t graph = nullptr;
       if (npuStreamEndCapture(captureStream_->rawHandle(), &graph) == npuSuccess) {
@@ -281,6 +283,7 @@ void NPUGraph::reset() noexcept {
       (void)npuGraphDestroy(graph_);
       exec_ = nullptr;
       graph_ = nullptr;
+      releaseConditions();
       NPUCachingAllocator::releasePool(device_, mempoolId_);
       hasGraphExec_ = false;
     }

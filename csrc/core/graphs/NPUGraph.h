@@ -28,11 +28,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/NPUEvent.h"
 #include "core/NPUStream.h"
 #include "core/graphs/CaptureRegistry.h"
 #include "npurt/npurt.h"
+
+namespace at {
+class Tensor;
+}
 
 namespace c10_npu {
 
@@ -95,6 +100,19 @@ class NPUGraph {
   // Writes the graph as Graphviz DOT to `path` (warns without a graph).
   void debug_dump(const std::string& path);
 
+  // Conditional nodes (Note [Conditional nodes in NPU graphs]), as CUDAGraph's.
+  // Between capture_begin and capture_end, on the stream that records into
+  // the innermost open capture of this graph: adds an if node reading
+  // `pred` (a one-element bool npu tensor of the capture's device, kept
+  // alive by the graph) and makes a body stream current, whose work until
+  // end_capture_to_conditional_node() runs at a replay only when `pred`
+  // holds true at that point of the replay. Raises torch_npu's messages.
+  void begin_capture_to_if_node(const at::Tensor& pred);
+  // Ends the innermost body and restores the stream current before it.
+  // Raises when the body's capture failed (the graph's capture then fails
+  // too).
+  void end_capture_to_conditional_node();
+
   // True after a successful capture_end(), until reset().
   bool has_graph_exec() const noexcept { return hasGraphExec_; }
 
@@ -111,6 +129,10 @@ class NPUGraph {
 
  private:
   void endCaptureOnError() noexcept;
+  // Ends the open conditional bodies (reset mid-capture); never raises.
+  void endConditionalBodies() noexcept;
+  // Drops the predicates the graph's if nodes read.
+  void releaseConditions() noexcept;
   void queueRngState(const NPUStream& stream);
 
   const Owner owner_;
@@ -128,6 +150,14 @@ class NPUGraph {
   // and an event recorded after it.
   std::optional<NPUStream> lastReplayStream_;
   std::unique_ptr<NPUEvent> lastReplayDone_;
+  // The conditional bodies being captured, innermost last: the body stream,
+  // the stream current before it, the body's npurt capture id.
+  struct ConditionalBody {
+    NPUStream stream;
+    NPUStream previous;
+    uint64_t captureId;
+  };
+  std::vector<ConditionalBody> conditionalBodies_;
 };
 
 // torch.npu.graph_pool_handle(): a new pool id {n, 0} for sharing between
