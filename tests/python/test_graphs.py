@@ -190,6 +190,26 @@ def test_unjoined_fork_fails_the_capture_cleanly():
     assert x.cpu().tolist() == [2.0] * 4  # the streams work eagerly again
 
 
+def test_an_exception_leaving_a_failed_capture_is_reported_once():
+    g = npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="npuStreamSynchronize: stream .* is capturing") as info:
+        with npu.graph(g):
+            npu.current_stream().synchronize()  # raises, and invalidates the capture
+    assert info.value.__context__ is None  # not chained under the failed capture_end
+    with pytest.raises(ValueError, match="the user's error") as info:
+        with pytest.warns(UserWarning, match="empty"):
+            with npu.graph(npu.NPUGraph()):
+                raise ValueError("the user's error")  # this capture itself is fine: it ends
+    assert info.value.__context__ is None
+    assert not npu.is_current_stream_capturing()
+    assert npu.current_stream() == npu.default_stream()
+    x = torch.ones(2, device="npu")
+    with npu.graph(g):  # the failed capture left nothing behind
+        x.mul_(3)
+    g.replay()
+    assert x.cpu().tolist() == [3.0, 3.0]
+
+
 def test_shared_pools_between_graphs():
     x = torch.ones(128, device="npu")
     handle = npu.graph_pool_handle()

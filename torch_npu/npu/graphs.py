@@ -388,6 +388,12 @@ class graph:
     def __exit__(self, *args: Any) -> None:
         try:
             self.npu_graph.capture_end()
+        except Exception:
+            # An exception leaving the block already says what went wrong; the
+            # failed capture is its consequence, and raising that too would report
+            # one error twice (torch.cuda.graph chains both). The capture is over.
+            if args[0] is None:
+                raise
         finally:
             self.stream_ctx.__exit__(*args)
 
