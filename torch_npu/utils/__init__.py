@@ -4,6 +4,7 @@ from . import syncbatchnorm  # torch_npu exports the submodule at import
 from .collect_env import get_cann_version
 from .combine_tensors import get_part_combined_tensor, is_combined_tensor_valid, npu_combine_tensors
 from .flops_count import _FlopsCounter as FlopsCounter
+from ._save_async import save_async
 
 __all__ = ["get_cann_version", "npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid",
-           "FlopsCounter"]
+           "FlopsCounter", "save_async"]
