@@ -45,6 +45,11 @@ struct DeviceStreams {
   std::array<npuStream_t, kMaxStreamsPerPool> high{};
   std::atomic<uint32_t> normalCounter{0};
   std::atomic<uint32_t> highCounter{0};
+
+  c10::once_flag bodyOnce;  // GRAPHBODY streams
+  std::array<npuStream_t, kGraphBodyStreamsPerDevice> bodies{};
+  std::mutex bodyMutex;   // guards bodyHeld
+  uint32_t bodyHeld = 0;  // bit i: bodies[i] is acquired
 };
 
 std::array<DeviceStreams, kMaxDevices>& allDeviceStreams() {
@@ -117,6 +122,19 @@ DeviceStreams& poolStreams(c10::DeviceIndex device) {
   return d;
 }
 
+DeviceStreams& graphBodyStreams(c10::DeviceIndex device) {
+  DeviceStreams& d = allDeviceStreams()[device];
+  bool created = false;
+  c10::call_once(d.bodyOnce, [&] {
+    for (auto& s : d.bodies) s = createRuntimeStream(device, 0);
+    created = true;
+  });
+  if (C10_UNLIKELY(created)) {
+    for (npuStream_t s : d.bodies) trace::streamCreated(s);
+  }
+  return d;
+}
+
 c10::StreamId makeId(StreamIdType kind, int index) {
   return (static_cast<c10::StreamId>(kind) << kStreamTypeBits) | index;
 }
@@ -158,6 +176,8 @@ std::ostream& operator<<(std::ostream& stream, StreamIdType s) {
       return stream << "HIGH";
     case StreamIdType::EXT:
       return stream << "EXT";
+    case StreamIdType::GRAPHBODY:
+      return stream << "GRAPHBODY";
   }
   return stream << static_cast<int>(s);
 }
@@ -202,6 +222,8 @@ npuStream_t NPUStream::rawHandle() const {
       return poolStreams(device).high[index];
     case StreamIdType::EXT:
       return external::lookup(device, id());
+    case StreamIdType::GRAPHBODY:
+      return graphBodyStreams(device).bodies[index];
   }
   TORCH_INTERNAL_ASSERT(false, "NPUStream with an unvalidated id ", id(),
                         "; construct streams through unpack3 or the pool functions");
@@ -246,7 +268,7 @@ NPUStream NPUStream::unpack3(c10::StreamId stream_id, c10::DeviceIndex device_in
     external::lookup(device_index, stream_id);  // raises "Unrecognized external NPU stream"
     return makeStream(device_index, stream_id);
   }
-  TORCH_CHECK(stream_id >= 0 && stream_id < (6 << kStreamTypeBits), "Unrecognized stream ",
+  TORCH_CHECK(stream_id >= 0 && stream_id < (7 << kStreamTypeBits), "Unrecognized stream ",
               stream_id, " (I didn't recognize the stream type or id)", NPU_ERROR_SUFFIX);
   const auto kind = static_cast<StreamIdType>(stream_id >> kStreamTypeBits);
   const int index = static_cast<int>(stream_id & ((1 << kStreamTypeBits) - 1));
@@ -268,6 +290,8 @@ NPUStream NPUStream::unpack3(c10::StreamId stream_id, c10::DeviceIndex device_in
     case StreamIdType::EXT:
       TORCH_CHECK(false, "Unrecognized stream ", stream_id,
                   " (external streams carry the 1 << 30 marker)", NPU_ERROR_SUFFIX);
+    case StreamIdType::GRAPHBODY:
+      break;  // 32 of them: every index of the kind is valid
   }
   return makeStream(device_index, stream_id);
 }
@@ -286,6 +310,30 @@ NPUStream getStreamFromPool(int priority, c10::DeviceIndex device) {
 
 NPUStream getStreamFromPool(bool isHighPriority, c10::DeviceIndex device) {
   return getStreamFromPool(isHighPriority ? -1 : 0, device);
+}
+
+NPUStream acquireGraphBodyStream(c10::DeviceIndex device) {
+  device = checkedDeviceIndex(device);
+  DeviceStreams& d = graphBodyStreams(device);
+  std::lock_guard<std::mutex> lock(d.bodyMutex);
+  for (int i = 0; i < kGraphBodyStreamsPerDevice; ++i) {
+    if ((d.bodyHeld & (1u << i)) != 0) continue;
+    d.bodyHeld |= 1u << i;
+    return makeStream(device, makeId(StreamIdType::GRAPHBODY, i));
+  }
+  TORCH_CHECK(false, "All ", kGraphBodyStreamsPerDevice, " streams for the bodies of NPU graph ",
+              "conditional nodes of device ", static_cast<int>(device),
+              " are in use: conditional nodes (torch.cond in a capture) nest, across the captures "
+              "in progress, at most that deep.",
+              NPU_ERROR_SUFFIX);
+}
+
+void releaseGraphBodyStream(const NPUStream& stream) noexcept {
+  if (stream.kind() != StreamIdType::GRAPHBODY) return;
+  DeviceStreams& d = allDeviceStreams()[stream.device_index()];
+  const auto bit = 1u << (stream.id() & ((1 << kStreamTypeBits) - 1));
+  std::lock_guard<std::mutex> lock(d.bodyMutex);
+  d.bodyHeld &= ~bit;
 }
 
 NPUStream getNPUStreamFromSyncLaunchPool(c10::DeviceIndex device) {

@@ -25,9 +25,16 @@
 //   SYNCLAUNCH = 2  → ids 64..67        (4 per device)
 //   NORMAL     = 3  → ids 96..96+N-1    (N = pool size, 32 or 8)
 //   HIGH       = 4  → ids 128..128+N-1
+//   GRAPHBODY  = 6  → ids 192..223      (32 per device, private: below)
 // External streams: StreamId = (1 << 30) | registry index on that device
 // (kind EXT = 5 is reported for them). Any other value is not a stream id and
 // is rejected by NPUStream::unpack3 with torch_npu's messages.
+//
+// GRAPHBODY streams capture the bodies of NPU graph conditional nodes (Note
+// [Conditional nodes in NPU graphs]). The pools hand a stream to anyone, so a
+// body captured on a pool stream would record whatever another thread queued
+// on that stream meanwhile; a body stream is instead acquired by one capture
+// and released when its body ends (CUDA creates a fresh stream per body).
 #pragma once
 
 #include <c10/core/Stream.h>
@@ -50,6 +57,7 @@ enum class StreamIdType : uint8_t {
   NORMAL = 3,
   HIGH = 4,
   EXT = 5,
+  GRAPHBODY = 6,
 };
 
 std::ostream& operator<<(std::ostream& stream, StreamIdType s);
@@ -58,6 +66,7 @@ constexpr int kStreamTypeBits = 5;
 constexpr int64_t kExternalStreamMarker = int64_t{1} << 30;
 constexpr int kSyncLaunchStreamsPerDevice = 4;
 constexpr int kMaxStreamsPerPool = 32;
+constexpr int kGraphBodyStreamsPerDevice = 32;
 
 // Pool size per priority: 32, or 8 when STREAMS_PER_DEVICE=8 (any other value
 // warns once and falls back to 32). Thread-safe; read once.
@@ -133,6 +142,12 @@ NPUStream getStreamFromPool(int priority, c10::DeviceIndex device = -1);
 NPUStream getStreamFromPool(bool isHighPriority = false, c10::DeviceIndex device = -1);
 
 // A stream from the sync-launch pool (launches on it bypass the task queue).
+// A GRAPHBODY stream of `device` no one else holds, until releaseGraphBodyStream
+// (Note [StreamId assignment]); raises when all 32 are held. Thread-safe.
+NPUStream acquireGraphBodyStream(c10::DeviceIndex device);
+// Gives back a stream acquireGraphBodyStream returned. Thread-safe.
+void releaseGraphBodyStream(const NPUStream& stream) noexcept;
+
 NPUStream getNPUStreamFromSyncLaunchPool(c10::DeviceIndex device = -1);
 
 // The default (id 0) and secondary (id 32) streams of a device.

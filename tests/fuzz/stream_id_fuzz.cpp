@@ -117,7 +117,8 @@ void checkAccepted(const NPUStream& s, int64_t id, c10::DeviceIndex device) {
     fail("unpack3 returned a different triple");
   }
   const auto kind = static_cast<int>(s.kind());
-  if (kind < 0 || kind > static_cast<int>(c10_npu::StreamIdType::EXT)) fail("kind out of range");
+  if (kind < 0 || kind > static_cast<int>(c10_npu::StreamIdType::GRAPHBODY))
+    fail("kind out of range");
   const auto d = s.pack3();
   if (d.stream_id != id || d.device_index != device) fail("pack3 does not round-trip");
   npuStream_t raw = nullptr;
@@ -131,7 +132,7 @@ void checkAccepted(const NPUStream& s, int64_t id, c10::DeviceIndex device) {
     NPUStream canonical = c10_npu::getStreamFromExternal(raw, device);
     if (canonical.id() != id) fail("two ids accepted for one external stream");
   } else {
-    if (id < 0 || id >= (6 << c10_npu::kStreamTypeBits)) fail("managed id out of range");
+    if (id < 0 || id >= (7 << c10_npu::kStreamTypeBits)) fail("managed id out of range");
   }
   // Validating construction from the c10::Stream agrees.
   NPUStream again(s.unwrap());

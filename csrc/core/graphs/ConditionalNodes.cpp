@@ -7,9 +7,11 @@
 // records both branches, each as the body of an npurt if node (Note
 // [Conditional nodes] in csrc/npurt/README.md) reading the predicate tensor,
 // so a replay runs the branch the predicate holds at that point of the
-// replay. A body is an npurt capture of its own, on a pool stream made
-// current until the body ends; the framework treats it as part of the
-// graph's capture:
+// replay. A body is an npurt capture of its own, on a stream of its own (a
+// GRAPHBODY stream, Note [StreamId assignment]: a pool stream could be in use
+// by another thread, whose work the body would then record) made current
+// until the body ends; the framework treats it as part of the graph's
+// capture:
 //  - the registry maps the body's capture id to the graph's CaptureState, so
 //    the body's allocations come from the graph's pool (the pool's route
 //    asks recorderOf), get_currently_capturing_graph() finds the graph from
@@ -35,18 +37,6 @@
 
 namespace c10_npu {
 namespace {
-
-// A pool stream of `device` that does not capture, for a body: the pool is
-// shared round robin, so the stream handed out next may be the one a
-// capture of this graph (or another) records into.
-NPUStream idleBodyStream(c10::DeviceIndex device) {
-  for (int tries = 0; tries < 2 * streamsPerPool(); ++tries) {
-    const NPUStream stream = getStreamFromPool(false, device);
-    if (!graphs::isCapturing(stream)) return stream;
-  }
-  TORCH_CHECK(false, "begin_capture_to_if_node: every stream of the pool of NPU device ", device,
-              " is capturing, and a conditional node needs one that does not.", NPU_ERROR_SUFFIX);
-}
 
 void checkPredicate(const at::Tensor& pred, c10::DeviceIndex device) {
   TORCH_CHECK(pred.defined() && pred.device().type() == c10::DeviceType::PrivateUse1,
@@ -79,11 +69,17 @@ void NPUGraph::begin_capture_to_if_node(const at::Tensor& pred) {
   TORCH_CHECK(status == npuStreamCaptureStatusActive && parentId == innermost,
               "Conditional capture must be started from the current NPUGraph capture stream.",
               NPU_ERROR_SUFFIX);
-  const NPUStream body = idleBodyStream(device_);
-  queue::waitSubmittedDevice(device_);
-  NPU_CHECK(npuStreamBeginCaptureToIf(parent.rawHandle(), pred.const_data_ptr(), body.rawHandle()));
+  const NPUStream body = acquireGraphBodyStream(device_);
   uint64_t bodyId = 0;
-  NPU_CHECK(npuStreamGetCaptureInfo(body.rawHandle(), &status, &bodyId));
+  try {
+    queue::waitSubmittedDevice(device_);
+    NPU_CHECK(
+        npuStreamBeginCaptureToIf(parent.rawHandle(), pred.const_data_ptr(), body.rawHandle()));
+    NPU_CHECK(npuStreamGetCaptureInfo(body.rawHandle(), &status, &bodyId));
+  } catch (...) {
+    releaseGraphBodyStream(body);
+    throw;
+  }
   graphs::registerCapture(bodyId, capture_);
   {
     std::lock_guard<std::mutex> lock(capture_->mutex);
@@ -105,6 +101,7 @@ void NPUGraph::end_capture_to_conditional_node() {
   }
   const std::string message = status != npuSuccess ? npuGetLastErrorMessage() : "";
   graphs::unregisterCapture(body.captureId);
+  releaseGraphBodyStream(body.stream);
   conditionalBodies_.pop_back();
   setCurrentNPUStream(body.previous);
   TORCH_CHECK(status == npuSuccess,
@@ -123,6 +120,7 @@ void NPUGraph::endConditionalBodies() noexcept {
     }
     (void)npuStreamEndCaptureToIf(body.stream.rawHandle());
     graphs::unregisterCapture(body.captureId);
+    releaseGraphBodyStream(body.stream);
     conditionalBodies_.pop_back();
   }
 }

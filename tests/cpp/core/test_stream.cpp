@@ -55,6 +55,37 @@ TEST(NPUStreamTest, PoolIsRoundRobinOverThirtyTwoStreams) {
   for (auto id : ids) EXPECT_EQ(id >> 5, 3);
 }
 
+TEST(NPUStreamTest, GraphBodyStreamsArePrivateUntilReleased) {
+  // Note [StreamId assignment]: a body stream is held by one capture at a time
+  // and never handed out by the pools.
+  std::vector<NPUStream> held;
+  std::set<c10::StreamId> ids;
+  for (int i = 0; i < c10_npu::kGraphBodyStreamsPerDevice; ++i) {
+    held.push_back(c10_npu::acquireGraphBodyStream(1));
+    EXPECT_EQ(held.back().kind(), StreamIdType::GRAPHBODY);
+    EXPECT_EQ(held.back().device_index(), 1);
+    ids.insert(held.back().id());
+  }
+  EXPECT_EQ(ids.size(), static_cast<size_t>(c10_npu::kGraphBodyStreamsPerDevice));
+  EXPECT_EQ(*ids.begin(), 6 << 5);
+  try {
+    (void)c10_npu::acquireGraphBodyStream(1);
+    FAIL() << "a 33rd body stream was handed out";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("are in use"), std::string::npos) << e.what();
+  }
+  c10_npu::releaseGraphBodyStream(held[5]);
+  EXPECT_EQ(c10_npu::acquireGraphBodyStream(1), held[5]);  // released, so free again
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_NE(c10_npu::getStreamFromPool(i % 2 == 0 ? 0 : -1, 1).kind(), StreamIdType::GRAPHBODY);
+  }
+  const auto d = held[7].pack3();
+  EXPECT_EQ(NPUStream::unpack3(d.stream_id, d.device_index, d.device_type), held[7]);
+  EXPECT_NE(held[7].rawHandle(), held[8].rawHandle());
+  EXPECT_THROW(NPUStream::unpack3(7 << 5, 1, c10::DeviceType::PrivateUse1), c10::Error);
+  for (const auto& s : held) c10_npu::releaseGraphBodyStream(s);
+}
+
 TEST(NPUStreamTest, Unpack3RoundTripsEveryKind) {
   std::vector<NPUStream> streams = {
       c10_npu::getDefaultNPUStream(0), c10_npu::getCurrentSecondaryStream(0),
