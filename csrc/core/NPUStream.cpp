@@ -89,16 +89,23 @@ DeviceStreams& baseStreams(c10::DeviceIndex device) {
   return d;
 }
 
-DeviceStreams& syncLaunchStreams(c10::DeviceIndex device) {
-  DeviceStreams& d = allDeviceStreams()[device];
+// Creates every stream of `streams` once; the hooks fire after, as above.
+template <size_t N>
+void createAllOnce(c10::once_flag& once, std::array<npuStream_t, N>& streams,
+                   c10::DeviceIndex device) {
   bool created = false;
-  c10::call_once(d.syncLaunchOnce, [&] {
-    for (auto& s : d.syncLaunch) s = createRuntimeStream(device, 0);
+  c10::call_once(once, [&] {
+    for (auto& s : streams) s = createRuntimeStream(device, 0);
     created = true;
   });
   if (C10_UNLIKELY(created)) {
-    for (npuStream_t s : d.syncLaunch) trace::streamCreated(s);
+    for (npuStream_t s : streams) trace::streamCreated(s);
   }
+}
+
+DeviceStreams& syncLaunchStreams(c10::DeviceIndex device) {
+  DeviceStreams& d = allDeviceStreams()[device];
+  createAllOnce(d.syncLaunchOnce, d.syncLaunch, device);
   return d;
 }
 
@@ -124,14 +131,7 @@ DeviceStreams& poolStreams(c10::DeviceIndex device) {
 
 DeviceStreams& graphBodyStreams(c10::DeviceIndex device) {
   DeviceStreams& d = allDeviceStreams()[device];
-  bool created = false;
-  c10::call_once(d.bodyOnce, [&] {
-    for (auto& s : d.bodies) s = createRuntimeStream(device, 0);
-    created = true;
-  });
-  if (C10_UNLIKELY(created)) {
-    for (npuStream_t s : d.bodies) trace::streamCreated(s);
-  }
+  createAllOnce(d.bodyOnce, d.bodies, device);
   return d;
 }
 
