@@ -6,6 +6,8 @@ A replay must run the branch the predicate tensor selects *at replay*, so every
 test changes the predicate (or the inputs) between replays and compares with
 eager results computed from the same values.
 """
+import threading
+
 import pytest
 import torch
 import torch_npu
@@ -299,3 +301,52 @@ def test_the_debug_dump_draws_each_branch_as_a_cluster(tmp_path):
     text = path.read_text()
     assert text.count("shape=diamond") == 2  # the then and the else node
     assert "aten::sin" in text and "aten::cos" in text and "subgraph cluster_" in text
+
+
+def test_threads_capturing_graphs_with_bodies_at_once_each_record_their_own():
+    # Each thread captures (thread-local mode) a graph whose body adds its own number; the
+    # bodies' streams are private, so no thread's work lands in another's graph.
+    results = {}
+    errors = []
+    start = threading.Barrier(2)
+
+    def capture(k):
+        try:
+            x = torch.zeros(4, device="npu")
+            pred = _flag(True)
+            g = npu.NPUGraph()
+            with npu.graph(g, stream=npu.Stream(), capture_error_mode="thread_local"):
+                start.wait(timeout=30)
+                for _ in range(20):
+                    g.begin_capture_to_if_node(pred)
+                    x.add_(k)
+                    g.end_capture_to_conditional_node()
+            _replay(g)
+            results[k] = x.cpu().tolist()
+            pred.fill_(False)
+            _replay(g)
+            results[-k] = x.cpu().tolist()
+        except BaseException as error:  # noqa: B036 - reported by the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=capture, args=(k,)) for k in (1, 100)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert results == {1: [20.0] * 4, -1: [20.0] * 4, 100: [2000.0] * 4, -100: [2000.0] * 4}
+
+
+def test_bad_arguments_to_the_conditional_node_api_raise():
+    g = npu.NPUGraph()
+    with npu.graph(g, stream=npu.Stream()):
+        with pytest.raises((RuntimeError, TypeError)):
+            g.begin_capture_to_if_node(None)
+        with pytest.raises(TypeError):
+            g.begin_capture_to_if_node("yes")
+        with pytest.raises(RuntimeError, match="without begin_capture_to_if_node"):
+            g.end_capture_to_conditional_node()
+        y = torch.ones(1, device="npu") * 5
+    _replay(g)
+    assert y.cpu().tolist() == [5.0]
