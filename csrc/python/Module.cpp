@@ -363,6 +363,7 @@ void initDistributed(py::module_& m);    // Distributed.cpp
 void initDistributedRpc(py::module_& m);  // DistributedRpc.cpp
 void initLogging(py::module_& m);        // Logging.cpp
 void initFlopCount(py::module_& m);      // FlopCount.cpp
+void initMstx(py::module_& m);           // Mstx.cpp
 }  // namespace c10_npu::python
 
 PYBIND11_MODULE(_C, m) {
@@ -377,4 +378,5 @@ PYBIND11_MODULE(_C, m) {
   c10_npu::python::initDistributedRpc(m);
   c10_npu::python::initLogging(m);
   c10_npu::python::initFlopCount(m);
+  c10_npu::python::initMstx(m);
 }

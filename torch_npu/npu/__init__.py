@@ -157,6 +157,8 @@ from .utils import (
 )
 # Allocator additions of issue 12 (pluggable allocators), kept together.
 from .memory import NPUPluggableAllocator, change_current_allocator  # noqa: E402
+# torch_npu.npu.mstx is the marker class (its module of the same name is shadowed, as in torch_npu).
+from .mstx import mstx  # noqa: E402
 
 #: ``torch.npu.matmul.allow_hf32`` / ``torch.npu.conv.allow_hf32``: torch_npu's
 #: HF32 switches (Note [HF32 switches] in npu_config.py).
@@ -164,6 +166,7 @@ matmul = npu_config._HF32Switch("matmul")
 conv = npu_config._HF32Switch("conv")
 
 __all__ = [
+    "mstx",
     # npu_config (device core limits, op timeout, compatible implementations)
     "are_compatible_impl_enabled",
     "comm",
