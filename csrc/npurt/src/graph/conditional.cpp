@@ -14,7 +14,7 @@ namespace npurt::internal {
 
 std::string ConditionalWork::describe() const {
   return "condition " + pointerText(condition_) + ", body of " + std::to_string(body_.size()) +
-         " nodes";
+         (body_.size() == 1 ? " node" : " nodes");
 }
 
 int ConditionalWork::run(char* errorBuf, size_t errorBufSize) noexcept {

@@ -27,8 +27,10 @@ void appendNodes(std::string& out, const std::vector<GraphNode>& nodes, const st
     const NodeWork& work = *nodes[i].work;
     const std::string id = prefix + std::to_string(i);
     // Lines of the label joined by DOT's "\n" escape.
-    std::string label =
-        std::to_string(i) + " " + nodeKindName(work.kind()) + "\\n" + escaped(work.name());
+    // The name is left out when it only repeats the kind (an if node).
+    std::string label = std::to_string(i) + " " + nodeKindName(work.kind());
+    if (std::string(work.name()) != nodeKindName(work.kind()))
+      label += "\\n" + escaped(work.name());
     if (const std::string detail = work.describe(); !detail.empty()) {
       label += "\\n" + escaped(detail);
     }
