@@ -45,6 +45,7 @@
 #include "core/NPUException.h"
 #include "core/NPUExternalEvent.h"
 #include "core/NPUFunctions.h"
+#include "core/NPUIpcEvent.h"
 #include "core/NPUStream.h"
 #include "core/StreamLimits.h"
 #include "python/Init.h"
@@ -454,6 +455,7 @@ struct NPUEventObject {
   THPEvent base;
   NPUEvent* event;             // plain events
   NPUExternalEvent* external;  // ExternalEvent (graph_external=True)
+  NPUIpcEvent* ipc;            // interprocess=True, or from_ipc_handle
   std::mutex* mutex;           // serialises calls on this object (see top note)
 };
 
@@ -471,10 +473,11 @@ PyObject* eventNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
                                    &enableTiming, &blocking, &interprocess, &external)) {
     return nullptr;
   }
-  TORCH_CHECK(!interprocess,
-              "Parameter interprocess is not supported on the simulated NPU (it has no "
-              "inter-process events).",
+  TORCH_CHECK(!interprocess || (!enableTiming && !external),
+              "Event(interprocess=True) needs enable_timing=False and no graph_external: an "
+              "interprocess event measures no time (as CUDA's).",
               NPU_ERROR_SUFFIX);
+  if (interprocess) ensureInitialized();
   THPObjectPtr ptr(type->tp_alloc(type, 0));
   if (!ptr) return nullptr;
   auto* self = asEvent(ptr.get());
@@ -482,6 +485,8 @@ PyObject* eventNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   self->mutex = new std::mutex();
   if (external) {
     self->external = new NPUExternalEvent();
+  } else if (interprocess) {
+    self->ipc = NPUIpcEvent::create(current_device()).release();  // Note [Inter-process events]
   } else {
     unsigned flags = enableTiming ? npuEventDefault : npuEventDisableTiming;
     if (blocking) flags |= npuEventBlockingSync;
@@ -495,9 +500,11 @@ void eventDealloc(PyObject* obj) {
   auto* self = asEvent(obj);
   delete self->event;
   delete self->external;
+  delete self->ipc;
   delete self->mutex;
   self->event = nullptr;
   self->external = nullptr;
+  self->ipc = nullptr;
   self->mutex = nullptr;
   self->base.event.~Event();  // never used (our methods override torch.Event's), so no backend event
   THPEvent_dealloc_common(&self->base);  // clears weakrefs, then calls tp_free
@@ -510,7 +517,11 @@ PyObject* eventGetDevice(PyObject* obj, void*) {
   {
     pybind11::gil_scoped_release nogil;  // before the mutex: see withEvent
     std::lock_guard<std::mutex> lock(*self->mutex);
-    d = self->external != nullptr ? self->external->device() : self->event->device();
+    if (self->ipc != nullptr) {
+      d = c10::Device(kNpu, self->ipc->device_index());
+    } else {
+      d = self->external != nullptr ? self->external->device() : self->event->device();
+    }
   }
   if (!d) Py_RETURN_NONE;
   return THPDevice_New(*d);
@@ -524,7 +535,9 @@ PyObject* eventGetHandle(PyObject* obj, void*) {
   {
     pybind11::gil_scoped_release nogil;  // before the mutex: see withEvent
     std::lock_guard<std::mutex> lock(*self->mutex);
-    e = self->external != nullptr ? self->external->event() : self->event->event();
+    if (self->ipc == nullptr) {  // an interprocess event has no runtime event
+      e = self->external != nullptr ? self->external->event() : self->event->event();
+    }
   }
   return PyLong_FromVoidPtr(e);
   END_HANDLE_TH_ERRORS
@@ -543,6 +556,8 @@ void withEvent(NPUEventObject* self, F&& fn) {
 }
 
 void requirePlain(NPUEventObject* self, const char* api) {
+  TORCH_CHECK(self->ipc == nullptr, "An interprocess event does not support ", api,
+              ": it measures no time (created with enable_timing=False).", NPU_ERROR_SUFFIX);
   TORCH_CHECK(self->event != nullptr, "ExternalEvent does not support ", api,
               "; it only supports record(), wait() and reset().", NPU_ERROR_SUFFIX);
 }
@@ -559,7 +574,9 @@ PyObject* eventRecord(PyObject* obj, PyObject* arg) {
   const NPUStream s =
       streamArgOrCurrent(arg, self->external != nullptr ? "ExternalEvent.record" : "Event.record");
   withEvent(self, [&] {
-    if (self->external != nullptr) {
+    if (self->ipc != nullptr) {
+      self->ipc->record(s);
+    } else if (self->external != nullptr) {
       self->external->record(s);
     } else {
       self->event->record(s);
@@ -576,7 +593,9 @@ PyObject* eventWait(PyObject* obj, PyObject* arg) {
   const NPUStream s =
       streamArgOrCurrent(arg, self->external != nullptr ? "ExternalEvent.wait" : "Event.wait");
   withEvent(self, [&] {
-    if (self->external != nullptr) {
+    if (self->ipc != nullptr) {
+      self->ipc->block(s);
+    } else if (self->external != nullptr) {
       self->external->wait(s);
     } else {
       self->event->block(s);
@@ -601,8 +620,12 @@ PyObject* eventReset(PyObject* obj, PyObject* arg) {
 PyObject* eventQuery(PyObject* obj, PyObject*) {
   HANDLE_TH_ERRORS
   auto* self = asEvent(obj);
-  requirePlain(self, "query()");
   bool done = false;
+  if (self->ipc != nullptr) {
+    withEvent(self, [&] { done = self->ipc->query(); });
+    return PyBool_FromLong(done);
+  }
+  requirePlain(self, "query()");
   withEvent(self, [&] { done = self->event->query(); });
   return PyBool_FromLong(done);
   END_HANDLE_TH_ERRORS
@@ -611,6 +634,13 @@ PyObject* eventQuery(PyObject* obj, PyObject*) {
 PyObject* eventSynchronize(PyObject* obj, PyObject*) {
   HANDLE_TH_ERRORS
   auto* self = asEvent(obj);
+  if (self->ipc != nullptr) {
+    // Without the object's mutex: the wait may last long, and record() from
+    // another thread is what ends it.
+    pybind11::gil_scoped_release nogil;
+    self->ipc->synchronize();
+    Py_RETURN_NONE;
+  }
   requirePlain(self, "synchronize()");
   withEvent(self, [&] { self->event->synchronize(); });
   Py_RETURN_NONE;
@@ -650,17 +680,43 @@ PyObject* eventRecordedTime(PyObject* obj, PyObject*) {
   END_HANDLE_TH_ERRORS
 }
 
-PyObject* eventIpcHandle(PyObject*, PyObject*) {
+PyObject* eventIpcHandle(PyObject* obj, PyObject*) {
   HANDLE_TH_ERRORS
-  TORCH_CHECK(false, "Event.ipc_handle() is not supported on the simulated NPU (it has no "
-                     "inter-process events).", NPU_ERROR_SUFFIX);
+  auto* self = asEvent(obj);
+  TORCH_CHECK(self->ipc != nullptr,
+              "Event.ipc_handle() needs an event created with interprocess=True.",
+              NPU_ERROR_SUFFIX);
+  const std::string handle = self->ipc->handle();
+  return PyBytes_FromStringAndSize(handle.data(), static_cast<Py_ssize_t>(handle.size()));
   END_HANDLE_TH_ERRORS
 }
 
-PyObject* eventFromIpcHandle(PyObject*, PyObject*, PyObject*) {
+// Event.from_ipc_handle(device, handle): Note [Inter-process events].
+PyObject* eventFromIpcHandle(PyObject* cls, PyObject* args, PyObject* kwargs) {
   HANDLE_TH_ERRORS
-  TORCH_CHECK(false, "Event.from_ipc_handle() is not supported on the simulated NPU (it has no "
-                     "inter-process events).", NPU_ERROR_SUFFIX);
+  PyObject* device = nullptr;
+  PyObject* handleObj = nullptr;
+  static const char* kwlist[] = {"device", "handle", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO", const_cast<char**>(kwlist), &device,
+                                   &handleObj)) {
+    return nullptr;
+  }
+  TORCH_CHECK_TYPE(PyBytes_Check(handleObj), "Event.from_ipc_handle: handle must be bytes (from ",
+                   "Event.ipc_handle()), got ", Py_TYPE(handleObj)->tp_name);
+  char* bytes = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(handleObj, &bytes, &size) != 0) return nullptr;
+  ensureInitialized();
+  const c10::DeviceIndex index = parseDevice(device);
+  auto ipc = NPUIpcEvent::open(index, std::string(bytes, static_cast<size_t>(size)));
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  THPObjectPtr ptr(type->tp_alloc(type, 0));
+  if (!ptr) return nullptr;
+  auto* self = asEvent(ptr.get());
+  new (&self->base.event) c10::Event(kNpu);
+  self->mutex = new std::mutex();
+  self->ipc = ipc.release();
+  return ptr.release();
   END_HANDLE_TH_ERRORS
 }
 

@@ -331,7 +331,12 @@ class Event(_EventBase):
         enable_timing (bool, optional): whether the event measures time (default ``False``).
         blocking (bool, optional): whether :meth:`synchronize` blocks instead of
             polling (default ``False``; the simulated device always blocks).
-        interprocess (bool, optional): not supported on the simulated NPU (raises).
+        interprocess (bool, optional): whether other processes may use the event
+            (:meth:`ipc_handle`, :meth:`from_ipc_handle`, or sending it through
+            ``torch.multiprocessing``); needs ``enable_timing=False``. Such an event is
+            made on the current device at once; any process holding it may record it,
+            wait on it, query and synchronize it (Note [Inter-process events] in
+            ``csrc/core/NPUIpcEvent.h``).
     """
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):  # type: (bool, bool, bool) -> "Event"
@@ -341,7 +346,10 @@ class Event(_EventBase):
 
     @classmethod
     def from_ipc_handle(cls, device, handle):  # type: (_DeviceLike, bytes) -> "Event"
-        r"""Reconstruct an event from an IPC handle (not supported on the simulated NPU)."""
+        r"""Open in this process the interprocess event another process's :meth:`ipc_handle` names.
+
+        The event must still exist in the process that created it.
+        """
         return super().from_ipc_handle(device, handle)
 
     def record(self, stream=None):  # type: (Optional[torch.Stream]) -> None
@@ -368,7 +376,7 @@ class Event(_EventBase):
         super().synchronize()
 
     def ipc_handle(self):  # type: () -> bytes
-        r"""IPC handle of this event (not supported on the simulated NPU)."""
+        r"""The 64-byte handle :meth:`from_ipc_handle` opens in another process (``interprocess=True`` only)."""
         return super().ipc_handle()
 
     def recorded_time(self):  # type: () -> int

@@ -1,4 +1,8 @@
-"""npu tensors sent through ``torch.multiprocessing``: refused with an error that says why.
+"""npu tensors and events sent through ``torch.multiprocessing``.
+
+Events created with ``interprocess=True`` travel as their IPC handle and are opened in the
+receiving process (Note [Inter-process events] in ``csrc/core/NPUIpcEvent.h``), as CUDA
+events do. npu tensors are refused with an error that says why:
 
 The simulated NPU's memory belongs to the process that allocated it: there is
 no inter-process memory handle (CUDA's and torch_npu's IPC), so another
@@ -48,4 +52,22 @@ def _install() -> None:
             ForkingPickler.register(cls, wrappers[reducer])
 
 
+def _rebuild_npu_event(device: int, handle: bytes) -> Any:
+    import torch_npu
+
+    return torch_npu.npu.Event.from_ipc_handle(device, handle)
+
+
+def _reduce_npu_event(event: Any) -> Any:
+    handle = event.ipc_handle()  # refuses an event that is not interprocess, with its reason
+    return (_rebuild_npu_event, (event.device.index, handle))
+
+
+def _install_events() -> None:
+    from torch_npu.npu.streams import Event
+
+    ForkingPickler.register(Event, _reduce_npu_event)
+
+
 _install()
+_install_events()
