@@ -24,6 +24,7 @@
 #include "core/ExternalStreams.h"
 #include "core/NPUException.h"
 #include "core/TaskQueue.h"
+#include "core/graphs/CaptureRegistry.h"
 
 namespace c10_npu {
 namespace {
@@ -80,6 +81,15 @@ bool processGone(int32_t pid) {
   if (paren == std::string::npos || paren + 2 >= line.size()) return true;
   const char state = line[paren + 2];
   return state == 'Z' || state == 'X';
+}
+
+// A capture would record the completion task once and run it at every replay,
+// and a wait would bind to work outside the capture: both are refused.
+void refuseCapture(const NPUStream& stream, const char* api) {
+  TORCH_CHECK(!(graphs::anyCapture() && graphs::isCapturing(stream)), api,
+              ": an interprocess event cannot be recorded or waited on by a stream that is "
+              "capturing an NPU graph; use it before or after the capture.",
+              NPU_ERROR_SUFFIX);
 }
 
 std::string goneMessage(int32_t pid) {
@@ -323,6 +333,7 @@ std::string NPUIpcEvent::handle() const {
 
 void NPUIpcEvent::record(const NPUStream& stream) {
   external::checkManagedOnly(stream, "Event.record");
+  refuseCapture(stream, "Event.record");
   TORCH_CHECK(stream.device_index() == device_, "Event device ", static_cast<int>(device_),
               " does not match recording stream's device ", static_cast<int>(stream.device_index()),
               ".", NPU_ERROR_SUFFIX);
@@ -356,6 +367,7 @@ void NPUIpcEvent::synchronize() const {
 
 void NPUIpcEvent::block(const NPUStream& stream) {
   external::checkManagedOnly(stream, "Event.wait");
+  refuseCapture(stream, "Event.wait");
   const uint32_t target = page_->shared->recorded.load(std::memory_order_acquire);
   if (page_->reached(target)) return;  // nothing to wait for, now or later
   auto outcome = std::make_shared<WaitOutcome>();

@@ -159,3 +159,17 @@ def test_bad_uses_are_refused_with_reasons():
         npu.Event.from_ipc_handle(0, handle)
     with pytest.raises(RuntimeError, match="needs an event created with interprocess=True"):
         _context().SimpleQueue().put(npu.Event())
+
+
+def test_a_capture_refuses_interprocess_events():
+    event = npu.Event(interprocess=True)
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        with pytest.raises(RuntimeError, match="cannot be recorded or waited on by a stream that "
+                                               "is capturing"):
+            event.record()
+        with pytest.raises(RuntimeError, match="cannot be recorded or waited on"):
+            event.wait()
+        x = torch.ones(1, device="npu") * 2
+    g.replay()
+    assert x.cpu().tolist() == [2.0] and event.query()
