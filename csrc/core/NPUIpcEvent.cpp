@@ -127,10 +127,15 @@ struct IpcEventPage {
 
 namespace {
 
+// Maps the page of `fd`; closes `fd` if that fails (the caller keeps it otherwise).
 std::shared_ptr<IpcEventPage> mapPage(int fd, const char* what) {
   void* p = mmap(nullptr, kPageSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  TORCH_CHECK(p != MAP_FAILED, what,
-              ": mapping the event's shared page failed: ", std::strerror(errno), NPU_ERROR_SUFFIX);
+  if (p == MAP_FAILED) {
+    const int error = errno;
+    close(fd);
+    TORCH_CHECK(false, what, ": mapping the event's shared page failed: ", std::strerror(error),
+                NPU_ERROR_SUFFIX);
+  }
   auto page = std::make_shared<IpcEventPage>();
   page->shared = static_cast<SharedEvent*>(p);
   return page;
@@ -273,13 +278,7 @@ std::unique_ptr<NPUIpcEvent> NPUIpcEvent::create(c10::DeviceIndex device) {
                 "Event(interprocess=True): sizing the shared page failed: ", std::strerror(error),
                 NPU_ERROR_SUFFIX);
   }
-  std::shared_ptr<IpcEventPage> page;
-  try {
-    page = mapPage(fd, "Event(interprocess=True)");
-  } catch (...) {
-    close(fd);
-    throw;
-  }
+  std::shared_ptr<IpcEventPage> page = mapPage(fd, "Event(interprocess=True)");
   page->ownedFd = fd;
   std::memcpy(page->shared->magic, kPageMagic, sizeof kPageMagic);
   page->shared->token = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
@@ -302,13 +301,7 @@ std::unique_ptr<NPUIpcEvent> NPUIpcEvent::open(c10::DeviceIndex device, const st
   TORCH_CHECK(fd >= 0, "Event.from_ipc_handle: the event's process (pid ", h.pid,
               ") has exited or destroyed the event (", path, ": ", std::strerror(errno),
               "). Keep the event alive until every process opened its handle.", NPU_ERROR_SUFFIX);
-  std::shared_ptr<IpcEventPage> page;
-  try {
-    page = mapPage(fd, "Event.from_ipc_handle");
-  } catch (...) {
-    close(fd);
-    throw;
-  }
+  std::shared_ptr<IpcEventPage> page = mapPage(fd, "Event.from_ipc_handle");
   close(fd);  // the mapping keeps the page
   TORCH_CHECK(std::memcmp(page->shared->magic, kPageMagic, sizeof kPageMagic) == 0 &&
                   page->shared->token == h.token,
