@@ -42,6 +42,7 @@ def _child_waits(queue_in, queue_out):
     queue_out.put(("done", event.query(), x.cpu().tolist()))
 
 
+@pytest.mark.subprocess  # a spawned process
 def test_another_process_waits_for_the_record_on_its_stream_and_host(gate):
     ctx = _context()
     to_child, from_child = ctx.Queue(), ctx.Queue()
@@ -72,6 +73,7 @@ def _child_records(handle, queue_in, queue_out):
     assert queue_in.get() == "bye"
 
 
+@pytest.mark.subprocess  # a spawned process
 def test_a_record_made_by_another_process_is_what_the_owner_waits_for():
     ctx = _context()
     event = npu.Event(interprocess=True)
@@ -102,6 +104,7 @@ def _child_records_then_dies(handle, queue_out):
     os._exit(0)  # nothing waits for the stream
 
 
+@pytest.mark.subprocess  # a spawned process
 def test_waits_on_a_record_whose_process_died_fail_instead_of_hanging():
     ctx = _context()
     event = npu.Event(interprocess=True)
