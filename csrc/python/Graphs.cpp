@@ -10,12 +10,12 @@
 #include "core/NPUException.h"
 #include "core/graphs/NPUGraph.h"
 #include "python/Init.h"
+#include "python/StreamArgs.h"
 
 namespace py = pybind11;
 
 namespace c10_npu::python {
 
-NPUStream pyStreamArg(PyObject* obj, const char* api);  // Streams.cpp
 
 namespace {
 

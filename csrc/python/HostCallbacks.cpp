@@ -39,12 +39,12 @@
 #include "aten/OpLauncher.h"
 #include "core/ExternalStreams.h"
 #include "core/TaskQueue.h"
+#include "python/StreamArgs.h"
 
 namespace py = pybind11;
 
 namespace c10_npu::python {
 
-NPUStream pyStreamArg(PyObject* obj, const char* api);  // Streams.cpp
 
 namespace {
 

@@ -354,6 +354,7 @@ void initModule(py::module_& m) {
 }
 
 void initStreams(py::module_& m);  // Streams.cpp
+void initEvents(py::module_& m);   // Events.cpp
 void initNpurt(py::module_& m);    // Npurt.cpp
 void initMemory(py::module_& m);   // Memory.cpp
 void initGraphs(py::module_& m);   // Graphs.cpp
@@ -370,6 +371,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native extension (simulated NPU backend)";
   c10_npu::python::initModule(m);
   c10_npu::python::initStreams(m), c10_npu::python::initNpurt(m);
+  c10_npu::python::initEvents(m);
   c10_npu::python::initMemory(m);
   c10_npu::python::initGraphs(m);
   c10_npu::python::initHostCallbacks(m);
