@@ -48,8 +48,9 @@ struct DeviceStreams {
 
   c10::once_flag bodyOnce;  // GRAPHBODY streams
   std::array<npuStream_t, kGraphBodyStreamsPerDevice> bodies{};
-  std::mutex bodyMutex;   // guards bodyHeld
+  std::mutex bodyMutex;   // guards bodyHeld and captureIndex
   uint32_t bodyHeld = 0;  // bit i: bodies[i] is acquired
+  int captureIndex = -1;  // the default capture stream's body index, once chosen
 };
 
 std::array<DeviceStreams, kMaxDevices>& allDeviceStreams() {
@@ -312,20 +313,35 @@ NPUStream getStreamFromPool(bool isHighPriority, c10::DeviceIndex device) {
   return getStreamFromPool(isHighPriority ? -1 : 0, device);
 }
 
+// Marks a free GRAPHBODY stream of `d` held and returns its index. Call with
+// d.bodyMutex held.
+int holdFreeGraphBodyStream(DeviceStreams& d, c10::DeviceIndex device) {
+  for (int i = 0; i < kGraphBodyStreamsPerDevice; ++i) {
+    if ((d.bodyHeld & (1u << i)) != 0) continue;
+    d.bodyHeld |= 1u << i;
+    return i;
+  }
+  TORCH_CHECK(false, "All ", kGraphBodyStreamsPerDevice, " streams for the bodies of NPU graph ",
+              "conditional nodes of device ", static_cast<int>(device),
+              " are in use (one of them is torch.npu.graph's default capture stream): conditional "
+              "nodes (torch.cond in a capture) nest, across the captures in progress, at most that "
+              "deep.",
+              NPU_ERROR_SUFFIX);
+}
+
 NPUStream acquireGraphBodyStream(c10::DeviceIndex device) {
   device = checkedDeviceIndex(device);
   DeviceStreams& d = graphBodyStreams(device);
   std::lock_guard<std::mutex> lock(d.bodyMutex);
-  for (int i = 0; i < kGraphBodyStreamsPerDevice; ++i) {
-    if ((d.bodyHeld & (1u << i)) != 0) continue;
-    d.bodyHeld |= 1u << i;
-    return makeStream(device, makeId(StreamIdType::GRAPHBODY, i));
-  }
-  TORCH_CHECK(false, "All ", kGraphBodyStreamsPerDevice, " streams for the bodies of NPU graph ",
-              "conditional nodes of device ", static_cast<int>(device),
-              " are in use: conditional nodes (torch.cond in a capture) nest, across the captures "
-              "in progress, at most that deep.",
-              NPU_ERROR_SUFFIX);
+  return makeStream(device, makeId(StreamIdType::GRAPHBODY, holdFreeGraphBodyStream(d, device)));
+}
+
+NPUStream getDefaultCaptureStream(c10::DeviceIndex device) {
+  device = checkedDeviceIndex(device);
+  DeviceStreams& d = graphBodyStreams(device);  // created outside the lock: the hooks take the GIL
+  std::lock_guard<std::mutex> lock(d.bodyMutex);
+  if (d.captureIndex < 0) d.captureIndex = holdFreeGraphBodyStream(d, device);  // held for good
+  return makeStream(device, makeId(StreamIdType::GRAPHBODY, d.captureIndex));
 }
 
 void releaseGraphBodyStream(const NPUStream& stream) noexcept {

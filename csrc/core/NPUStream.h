@@ -35,6 +35,11 @@
 // body captured on a pool stream would record whatever another thread queued
 // on that stream meanwhile; a body stream is instead acquired by one capture
 // and released when its body ends (CUDA creates a fresh stream per body).
+// One of them is held for good per device as torch.npu.graph's default capture
+// stream: torch.cuda.graph takes its capture stream from the pool, so a user's
+// torch.cuda.Stream() can be that very stream, and a fork to it forks nothing
+// (the capture then misses an unjoined fork, and a "side" stream serialises
+// with the capture). No pool call returns a GRAPHBODY stream.
 #pragma once
 
 #include <c10/core/Stream.h>
@@ -147,6 +152,11 @@ NPUStream getStreamFromPool(bool isHighPriority = false, c10::DeviceIndex device
 NPUStream acquireGraphBodyStream(c10::DeviceIndex device);
 // Gives back a stream acquireGraphBodyStream returned. Thread-safe.
 void releaseGraphBodyStream(const NPUStream& stream) noexcept;
+// The stream torch.npu.graph captures on when it is given none: a GRAPHBODY
+// stream of `device` held for the life of the process, so no pool call hands
+// it out (Note [StreamId assignment]). The same stream at every call.
+// Thread-safe.
+NPUStream getDefaultCaptureStream(c10::DeviceIndex device = -1);
 
 NPUStream getNPUStreamFromSyncLaunchPool(c10::DeviceIndex device = -1);
 

@@ -457,6 +457,12 @@ PyObject* defaultStreamObject(PyObject*, PyObject* device) {
   END_HANDLE_TH_ERRORS
 }
 
+PyObject* defaultCaptureStreamObject(PyObject*, PyObject* device) {
+  HANDLE_TH_ERRORS
+  return wrapStream(gStreamClass, getDefaultCaptureStream(parseDevice(device)));
+  END_HANDLE_TH_ERRORS
+}
+
 PyObject* setStreamObject(PyObject*, PyObject* stream) {
   HANDLE_TH_ERRORS
   if (stream == Py_None) Py_RETURN_NONE;
@@ -531,10 +537,12 @@ PyObject* checkStreamArg(PyObject*, PyObject* args) {
 
 PyMethodDef moduleMethods[] = {
     {"_npu_checkStreamArg", checkStreamArg, METH_VARARGS, nullptr},
-    {"_npu_newExternalStream", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(newExternalStream)),
-     METH_FASTCALL, nullptr},
+    {"_npu_newExternalStream",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(newExternalStream)), METH_FASTCALL,
+     nullptr},
     {"_npu_currentStreamObject", currentStreamObject, METH_O, nullptr},
     {"_npu_defaultStreamObject", defaultStreamObject, METH_O, nullptr},
+    {"_npu_defaultCaptureStreamObject", defaultCaptureStreamObject, METH_O, nullptr},
     {"_npu_setStreamObject", setStreamObject, METH_O, nullptr},
     {"_npu_streamEnter", streamEnter, METH_O, nullptr},
     {"_npu_streamExit", streamExit, METH_O, nullptr},

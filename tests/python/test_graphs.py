@@ -190,6 +190,23 @@ def test_unjoined_fork_fails_the_capture_cleanly():
     assert x.cpu().tolist() == [2.0] * 4  # the streams work eagerly again
 
 
+def test_no_pool_stream_is_the_default_capture_stream():
+    # torch.cuda.graph captures on a pool stream, which a user's Stream() can
+    # be; ours is private (Note [StreamId assignment]), so every fork forks.
+    capture = npu.graph(npu.NPUGraph()).capture_stream
+    assert capture == npu.graph.default_capture_stream
+    pool = [npu.Stream(priority=p) for p in (0, -1) for _ in range(32)]
+    assert len(set(pool)) == 64 and capture not in pool
+    x = torch.ones(4, device="npu")
+    for side in pool[:32]:
+        with pytest.raises(RuntimeError, match="njoined"):
+            with npu.graph(npu.NPUGraph()):
+                side.wait_stream(npu.current_stream())
+                with npu.stream(side):
+                    x.add_(1)
+    assert x.cpu().tolist() == [1.0] * 4  # nothing was captured, nothing ran
+
+
 def test_an_exception_leaving_a_failed_capture_is_reported_once():
     g = npu.NPUGraph()
     with pytest.raises(RuntimeError, match="npuStreamSynchronize: stream .* is capturing") as info:

@@ -357,14 +357,16 @@ class graph:
         if auto_dispatch_capture:
             raise RuntimeError("auto_dispatch_capture is not supported on the simulated NPU; "
                                "use graph_task_group_begin/end and graph_task_update_begin/end.")
-        # One default side stream per device (torch.cuda.graph keeps one for the
-        # process, made on whichever device was current first: a later capture
-        # on another device then records nothing).
+        # One default capture stream per device (torch.cuda.graph keeps one for
+        # the process, made on whichever device was current first: a later
+        # capture on another device then records nothing). It is private to
+        # graph capture, not a pool stream: torch.cuda.graph's comes from the
+        # pool, so a user's Stream() could be it, and forking to it would fork
+        # nothing (Note [StreamId assignment] in csrc/core/NPUStream.h).
         device = _utils.current_device()
         if device not in self.__class__._default_capture_streams:
-            from .streams import Stream
-
-            self.__class__._default_capture_streams[device] = Stream()
+            capture_stream = _C._npu_defaultCaptureStreamObject(device)
+            self.__class__._default_capture_streams[device] = capture_stream
         self.__class__.default_capture_stream = self.__class__._default_capture_streams[device]
         self.pool = pool
         self.capture_stream = stream if stream is not None else self.__class__.default_capture_stream

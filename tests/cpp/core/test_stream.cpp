@@ -86,6 +86,25 @@ TEST(NPUStreamTest, GraphBodyStreamsArePrivateUntilReleased) {
   for (const auto& s : held) c10_npu::releaseGraphBodyStream(s);
 }
 
+TEST(NPUStreamTest, DefaultCaptureStreamIsABodyStreamHeldForGood) {
+  // Note [StreamId assignment]: no pool call and no acquire returns
+  // torch.npu.graph's default capture stream, so a fork from it is a fork.
+  const NPUStream capture = c10_npu::getDefaultCaptureStream(0);
+  EXPECT_EQ(capture.kind(), StreamIdType::GRAPHBODY);
+  EXPECT_EQ(c10_npu::getDefaultCaptureStream(0), capture);
+  for (int i = 0; i < 64; ++i)
+    EXPECT_NE(c10_npu::getStreamFromPool(i % 2 == 0 ? 0 : -1, 0), capture);
+  std::vector<NPUStream> held;
+  for (int i = 1; i < c10_npu::kGraphBodyStreamsPerDevice; ++i) {
+    held.push_back(c10_npu::acquireGraphBodyStream(0));
+    EXPECT_NE(held.back(), capture);
+  }
+  EXPECT_THROW((void)c10_npu::acquireGraphBodyStream(0), c10::Error);  // the capture stream is held
+  c10_npu::releaseGraphBodyStream(held.front());
+  EXPECT_EQ(c10_npu::getDefaultCaptureStream(0), capture);
+  for (const auto& s : held) c10_npu::releaseGraphBodyStream(s);
+}
+
 TEST(NPUStreamTest, Unpack3RoundTripsEveryKind) {
   std::vector<NPUStream> streams = {
       c10_npu::getDefaultNPUStream(0), c10_npu::getCurrentSecondaryStream(0),
