@@ -282,7 +282,7 @@ def test_resetting_a_graph_inside_a_branch_ends_every_capture():
     with npu.stream(body):
         assert not npu.is_current_stream_capturing()
         y = torch.ones(2, device="npu") + 1  # the body stream runs eagerly again
-    assert y.cpu().tolist() == [2.0, 2.0]
+        assert y.cpu().tolist() == [2.0, 2.0]  # read in the body stream's order
 
 
 def test_warmup_mode_runs_torch_cond_eagerly_after_recording_both_branches():
