@@ -65,7 +65,8 @@ RACECHECK_TESTS ?= $(addprefix tests/python/,test_streams_events.py test_stream_
 	test_threads.py test_memory.py test_reliability.py test_copy.py test_ops.py \
 	test_models.py test_rnn.py test_convolution.py test_autograd.py test_random.py test_amp.py \
 	test_distributed.py test_profiler.py test_memory_history.py test_sanitizer.py \
-	test_racecheck.py test_sdk.py test_host_sync.py test_task_arguments.py test_sparse.py)
+	test_racecheck.py test_sdk.py test_host_sync.py test_task_arguments.py test_sparse.py \
+	test_compile_npugraphs.py)
 RACECHECK_TIMEOUT ?= 1200
 
 # Note [Shared compiler cache]

@@ -13,6 +13,12 @@ the median of several repetitions of ``STEPS`` steps each:
 A third column replays the same step captured inside one super-kernel scope
 (one device task per replay instead of 100 nodes).
 Target (issue 11): replay host+device time <= 0.3x eager (goal 0.1x).
+
+Then the same 100 ops as a function compiled by ``torch.compile``: with
+``backend="aot_eager"`` (the ops run one by one) against
+``backend="npugraphs"`` (the compiled graph replayed as an NPU graph, Note
+[Compiled functions replayed as NPU graphs]), per call, the function's
+argument and result included.
 """
 
 import statistics
@@ -32,6 +38,13 @@ def step(x: torch.Tensor) -> None:
     for i in range(OPS // 2):
         x.mul_(1.0001)
         x.add_(0.5 if i % 2 else -0.5)
+
+
+def functional_step(x: torch.Tensor) -> torch.Tensor:
+    for i in range(OPS // 2):
+        x = x * 1.0001
+        x = x + (0.5 if i % 2 else -0.5)
+    return x
 
 
 def measure(run_step: Callable[[], None]) -> Tuple[float, float]:
@@ -80,6 +93,18 @@ def main() -> None:
     for label, e, r, f in (("host us/step", eager_host, graph_host, fused_host),
                            ("host+device us/step", eager_total, graph_total, fused_total)):
         print(f"{label:22}{e:10.1f}{r:10.1f}{r / e:8.3f}{f:10.1f}{f / e:8.3f}")
+
+    compiled = {}
+    for backend in ("aot_eager", "npugraphs"):
+        fn = torch.compile(functional_step, backend=backend)
+        for _ in range(3):  # compile; npugraphs: warm-up, record
+            fn(x)
+        compiled[backend] = measure(lambda: fn(x))
+    (ae_host, ae_total), (ng_host, ng_total) = compiled["aot_eager"], compiled["npugraphs"]
+    print(f"\ntorch.compile, the same {OPS} ops as a function (median of {REPEATS} x {STEPS} calls)")
+    print(f"{'':22}{'aot_eager':>10}{'npugraphs':>10}{'/aot':>8}")
+    for label, a, n in (("host us/call", ae_host, ng_host), ("host+device us/call", ae_total, ng_total)):
+        print(f"{label:22}{a:10.1f}{n:10.1f}{n / a:8.3f}")
 
 
 if __name__ == "__main__":

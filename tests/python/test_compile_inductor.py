@@ -116,3 +116,61 @@ def test_graphs_over_two_devices_are_refused():
 
     with pytest.raises(Exception, match=r"graphs of one npu device, but this graph uses \['npu:0', 'npu:1'\]"):
         torch.compile(f)(torch.ones(4, device="npu:0"), torch.ones(4, device="npu:1"))
+
+
+# --- mode="reduce-overhead": the compiled graphs replayed as NPU graphs -------
+# (Note [Compiled functions replayed as NPU graphs]; the runner's own behaviour
+# is tested without Inductor in test_compile_npugraphs.py)
+
+
+def test_reduce_overhead_replays_forward_and_backward_as_npu_graphs():
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).npu()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    for _ in range(4):
+        x = torch.randn(6, 8, device="npu")
+        expected = model(x)
+        expected.square().sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        out = compiled(x)
+        out.square().sum().backward()
+        torch.testing.assert_close(out.cpu(), expected.cpu())
+        for p, g in zip(model.parameters(), grads):
+            torch.testing.assert_close(p.grad.cpu(), g.cpu())
+        model.zero_grad()
+    # The backward once; the forward twice, because the previous iteration's
+    # `out` is alive during the call: two recordings of it alternate.
+    assert counters["npugraphs"]["record"] == 3
+    assert counters["npugraphs"]["replay"] == 6
+    assert counters["npugraphs"]["eager"] == 0
+
+
+def test_reduce_overhead_writes_input_mutations_back_to_the_caller(gate):
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+
+    def bump(x):
+        x.add_(1)
+        return x * 2
+
+    compiled = torch.compile(bump, mode="reduce-overhead")
+    for i in range(4):
+        x = torch.full((16,), float(i), device="npu")
+        out = compiled(x)
+        torch.testing.assert_close(x.cpu(), torch.full((16,), i + 1.0))
+        torch.testing.assert_close(out.cpu(), torch.full((16,), 2.0 * (i + 1)))
+    assert counters["npugraphs"]["replay"] == 3
+    # a replay is a task of the current stream, like the graph it replays
+    x = torch.full((16,), 10.0, device="npu")
+    npu.synchronize()
+    g = gate(npu.current_stream())
+    out = compiled(x)
+    assert read_f32(x) == 10.0
+    g.release()
+    npu.synchronize()
+    assert read_f32(x) == 11.0 and read_f32(out) == 22.0

@@ -41,6 +41,11 @@ What that costs and what it refuses:
   the inputs' sizes are evaluated from the arguments; a graph whose output
   size depends on data (unbacked symbols) runs on the host after a
   synchronize of the stream (counted nowhere else, slower, still in order).
+- Under ``mode="reduce-overhead"`` the task graph is wrapped in an
+  ``NPUGraphRunner`` and replayed as an NPU graph (Note [Compiled functions
+  replayed as NPU graphs] in ``torch_npu/npu/_graph_runner.py``); the task,
+  captured once, runs at every replay, so it passes the compiled graph a copy
+  of its argument list (a boxed graph empties the list it gets).
 - Stream and event operations inside the compiled region
   (``torch.ops.streams.*``) and graphs over two npu devices are refused with
   an error that says what to do: a single task cannot switch streams.
@@ -153,11 +158,38 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
     device = _check_graph(gm, example_inputs)
     outputs = _output_values(gm)
+    graphs = _npu_graph_options(gm, kwargs)
     cpu_inputs, fake_mode = _cpu_example_inputs(example_inputs)
     _rewrite_to_cpu(gm)
     FakeTensorProp(gm, fake_mode).propagate_dont_convert_inputs(*cpu_inputs)
     compiled = compile_fx_inner(gm, cpu_inputs, **kwargs)
-    return _StreamTaskGraph(compiled, device, list(example_inputs), outputs)
+    task_graph = _StreamTaskGraph(compiled, device, list(example_inputs), outputs)
+    if graphs is None:
+        return task_graph
+    from ..npu._graph_runner import NPUGraphRunner
+
+    return NPUGraphRunner(task_graph, **graphs)
+
+
+def _npu_graph_options(gm: torch.fx.GraphModule, kwargs: Dict[str, Any]) -> Any:
+    """NPUGraphRunner's arguments if the graph is to be replayed as an NPU graph
+    (``mode="reduce-overhead"``: Inductor's ``cudagraphs`` flag), else None.
+    Inductor's CPU compilation itself never uses CUDA graphs."""
+    from torch._inductor.utils import BoxedBool
+
+    from ..npu._graph_runner import graph_skip_reason, mutated_inputs
+
+    wanted = bool(kwargs.get("cudagraphs"))
+    kwargs["cudagraphs"] = BoxedBool(False)
+    if not wanted:
+        return None
+    backward = bool(kwargs.get("is_backward"))
+    # A backward's "static" inputs are saved activations, which change address
+    # here (Note [Compiled functions replayed as NPU graphs]).
+    static = () if backward else tuple(kwargs.get("static_input_idxs") or ())
+    kind = "backward" if backward else "inference" if kwargs.get("is_inference") else "forward"
+    return dict(static_input_idxs=static, mutated_input_idxs=mutated_inputs(gm),
+                name=f"the {kind} graph", skip_reason=graph_skip_reason(gm))
 
 
 class _Unbound(Exception):
@@ -188,7 +220,10 @@ class _StreamTaskGraph:
         args.clear()  # the boxed convention: the task holds what it needs
 
         def task(_: Any) -> None:
-            for result, value in zip(results, self._compiled(inputs)):
+            # A copy of the list: the compiled graph empties the list it gets
+            # (boxed convention), and a task captured into an NPU graph runs
+            # again at every replay.
+            for result, value in zip(results, self._compiled(list(inputs))):
                 if isinstance(result, torch.Tensor):
                     result.copy_(value)
 

@@ -207,6 +207,9 @@ def _setup_dynamo() -> None:
     _dynamo_register_interface_for_device()
     _register_stream_tracing()
     _route_inductor_npu_graphs()
+    from ._dynamo_npugraphs import register_npugraphs_backend
+
+    register_npugraphs_backend()
 
 
 def _install() -> None:
