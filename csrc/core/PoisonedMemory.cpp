@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/NPUException.h"
+#include "core/StorageAlias.h"
 
 namespace c10_npu::poison {
 namespace detail {
@@ -49,9 +50,11 @@ void sweep(Registry& r) {
 
 Message find(const c10::StorageImpl* storage) noexcept {
   if (!any() || storage == nullptr) return nullptr;
+  const c10::StorageImpl* source = aliasSource(storage);  // Note [Storage aliases]
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.marks.find(storage);
+  if (it == r.marks.end() && source != nullptr) it = r.marks.find(source);
   return it == r.marks.end() ? nullptr : it->second.message;
 }
 
@@ -72,9 +75,11 @@ void mark(const StorageRef& storage, const Message& message) noexcept {
 
 void clear(const c10::StorageImpl* storage) noexcept {
   if (!any() || storage == nullptr) return;
+  const c10::StorageImpl* source = aliasSource(storage);  // Note [Storage aliases]
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.marks.erase(storage);
+  if (source != nullptr) r.marks.erase(source);
   detail::gPoisonedCount.store(r.marks.size(), std::memory_order_relaxed);
 }
 

@@ -55,7 +55,8 @@ inline bool any() noexcept {
   return detail::gPoisonedCount.load(std::memory_order_relaxed) != 0;
 }
 
-// The poison message of `storage`, or nullptr. Thread-safe.
+// The poison message of `storage`, or nullptr; an alias without a mark of
+// its own has its source's (Note [Storage aliases]). Thread-safe.
 Message find(const c10::StorageImpl* storage) noexcept;
 
 // Poisons `storage` with `message`; keeps an existing mark (the first
@@ -63,7 +64,8 @@ Message find(const c10::StorageImpl* storage) noexcept;
 // leaves the mark unset).
 void mark(const StorageRef& storage, const Message& message) noexcept;
 
-// Removes the mark of `storage`, if any. Thread-safe.
+// Removes the mark of `storage`, if any, and of its source if it is an
+// alias (the same bytes). Thread-safe.
 void clear(const c10::StorageImpl* storage) noexcept;
 
 // The text a read of poisoned memory raises: says that the tensor holds no

@@ -3,6 +3,7 @@
 // Layer: binding. Functions that may wait for streams release the GIL. Every
 // function is thread-safe (the allocator is).
 #include <ATen/core/CachingHostAllocator.h>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "core/NPUFunctions.h"
 #include "core/NPUPluggableAllocator.h"
 #include "core/NPUStream.h"
+#include "core/StorageAlias.h"
 
 namespace py = pybind11;
 
@@ -182,6 +184,10 @@ void initMemory(py::module_& m) {
       },
       py::call_guard<py::gil_scoped_release>());
   m.def("_npu_storageSize", &storageSize);
+  // An alias of t's storage (Note [Storage aliases]), as an UntypedStorage.
+  m.def("_npu_storageAlias", [](const at::Tensor& t) {
+    return py::reinterpret_steal<py::object>(THPStorage_Wrap(makeStorageAlias(t.storage())));
+  });
   m.def("_npu_memoryStats", &memoryStats);
   // torch_npu's name; the observer gets (device, requested bytes, device total, device free).
   m.def("_npu_attach_out_of_memory_observer", &attachOutOfMemoryObserver);

@@ -305,12 +305,23 @@ def test_dynamo_reset_keeps_outputs_that_are_alive_valid():
     alive = f(torch.ones(8, device="npu"))
     torch._dynamo.reset()
     del f
-    gc.collect()
-    assert _graph_runner._retired  # the recording outlives its runner
+    gc.collect()  # the runner, its recording, graph and pool are gone
     scribble = [torch.full((8,), 9.0, device="npu") for _ in range(64)]
-    _same(alive, torch.full((8,), 5.0))
-    del alive, scribble
-    gc.collect()
-    again = torch.compile(lambda x: x - 1, backend="npugraphs")
-    again(torch.ones(1, device="npu"))
-    assert not _graph_runner._retired  # released once nothing reads it
+    _same(alive, torch.full((8,), 5.0))  # its memory was not reused
+    del scribble
+
+
+def test_reading_an_output_of_a_failed_replay_raises_its_error():
+    f = torch.compile(lambda t, i: t.index_select(0, i) * 2, backend="npugraphs")
+    t = torch.arange(5.0, device="npu")
+    for k in range(2):  # warm-up, record
+        _same(f(t, torch.tensor([k, 1], device="npu")), torch.tensor([2.0 * k, 2.0]))
+    bad = f(t, torch.tensor([7, 1], device="npu"))  # replayed; the node fails on the device
+    with pytest.raises(RuntimeError, match="index out of range"):
+        npu.synchronize()  # reported once, to the stream
+    with pytest.raises(RuntimeError, match="holds no valid data.*index out of range"):
+        bad.cpu()  # not the previous replay's values
+    del bad
+    good = f(t, torch.tensor([3, 4], device="npu"))  # the next replay heals the memory
+    _same(good, torch.tensor([6.0, 8.0]))
+    assert _count("record") == 1

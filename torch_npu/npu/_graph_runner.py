@@ -18,10 +18,14 @@ pool, a placeholder per non-static tensor argument, and the outputs.
   current stream and copies back the arguments the graph mutates. All of it
   is stream-ordered: the host does not wait.
 - **A replay never overwrites a tensor the program can still read.** The
-  caller gets new tensors over the recording's output memory (storages that
-  alias it without owning it, one per output storage, shared by its views),
-  and a recording is replayed only when none of the storages it handed out
-  is alive (a tensor, a view, or a queued op holding it). If every recording
+  caller gets new tensors over the recording's output memory: over a new
+  alias of each output storage (Note [Storage aliases] in
+  csrc/core/StorageAlias.h), shared by the views of that storage. A
+  recording is replayed only when none of the aliases it handed out is alive
+  (a tensor, a view, or a queued op holding it). An alias keeps the memory
+  alive, so ``torch._dynamo.reset()`` cannot free what a program still
+  reads, and it carries the poison of a failed replay (Note [Poisoned
+  memory]): reading an output of a replay whose op failed raises that error. If every recording
   of the signature is busy, one more is recorded; past
   ``torch._inductor.config.triton.cudagraph_unexpected_rerecord_limit``
   recordings of one function, calls run without a graph, and a warning says
@@ -32,9 +36,6 @@ pool, a placeholder per non-static tensor argument, and the outputs.
   argument, not over its placeholder, so they alias what they alias eagerly.
 - A replay waits for the recording's previous replay (an event), so two
   threads calling one function on two streams do not race on its memory.
-- A recording outlives its runner while a storage it handed out is alive
-  (``_retired``), so ``torch._dynamo.reset()`` cannot free memory a program
-  still reads.
 - What cannot be captured (a host read such as ``.item()``, an output size
   that depends on data, a CPU tensor) fails the capture; the function then
   runs without a graph from then on, with a warning that gives the reason.
@@ -57,12 +58,13 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from .. import _C
+
 __all__ = ["NPUGraphRunner", "graph_skip_reason", "mark_step_begin", "mutated_inputs"]
 
 
 _step = 0
-_retired: List["_Recording"] = []
-_lock = threading.Lock()  # guards _step and _retired
+_lock = threading.Lock()  # guards _step
 
 
 def mark_step_begin() -> None:
@@ -205,7 +207,7 @@ class _Recording:
     def _plan_outputs(self) -> List[_Output]:
         by_storage = {_storage_key(t): i for i, t in enumerate(self.inputs)
                       if isinstance(t, torch.Tensor)}
-        self.pool_storages: List[Tuple[int, int]] = []
+        self.pool_storages: List[torch.Tensor] = []  # one output per storage of the pool
         pool_index: Dict[int, int] = {}
         plan = []
         for out in self.outputs:
@@ -218,7 +220,7 @@ class _Recording:
                 continue
             if key not in pool_index:
                 pool_index[key] = len(self.pool_storages)
-                self.pool_storages.append((key, out.untyped_storage().nbytes()))
+                self.pool_storages.append(out)
             plan.append(_Output("pool", pool_index[key], out))
         return plan
 
@@ -246,8 +248,7 @@ class _Recording:
         return self._hand_out(args)
 
     def _hand_out(self, args: List[Any]) -> List[Any]:
-        storages = [torch._C._construct_storage_from_data_pointer(ptr, self.device, nbytes)
-                    for ptr, nbytes in self.pool_storages]
+        storages = [_C._npu_storageAlias(t) for t in self.pool_storages]
         self.handed_out = [StorageWeakRef(s) for s in storages]
         self.step = _step
         results = []
@@ -259,11 +260,6 @@ class _Recording:
             else:
                 results.append(out.view_of(storages[out.index]))
         return results
-
-
-def _prune_retired() -> None:
-    with _lock:
-        _retired[:] = [r for r in _retired if r.alive()]
 
 
 class NPUGraphRunner:
@@ -307,8 +303,6 @@ class NPUGraphRunner:
             return self._call(args)
 
     def _call(self, args: List[Any]) -> Any:
-        if _retired:
-            _prune_retired()
         if self._disabled is not None:
             return self._run_eagerly(args)
         key = _signature(args, self._static)
@@ -317,9 +311,12 @@ class NPUGraphRunner:
             if reason is not None:
                 self._disable(reason)
                 return self._run_eagerly(args)
+            result = self._fn(list(args))
+            # Only a call that returned counts: an argument the function refuses
+            # must not reach a capture (which would fail and turn graphs off).
             self._warmed_up.add(key)
             _counters()["warmup"] += 1
-            return self._fn(list(args))
+            return result
         recordings = self._recordings.setdefault(key, [])
         for recording in recordings:
             if not recording.busy():
@@ -372,8 +369,3 @@ class NPUGraphRunner:
     def _warn(self, reason: str) -> None:
         warnings.warn(f"npugraphs: {self._name} runs without an NPU graph because {reason}.",
                       stacklevel=4)
-
-    def __del__(self) -> None:
-        recordings = [r for rs in getattr(self, "_recordings", {}).values() for r in rs]
-        with _lock:
-            _retired.extend(r for r in recordings if r.alive())
