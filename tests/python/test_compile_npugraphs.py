@@ -233,6 +233,25 @@ def test_a_new_parameter_address_is_a_new_recording():
         _same(f(x), torch.full((1, 3), 6.0))
 
 
+def test_only_a_warm_up_that_returned_counts():
+    refuse = [True]
+
+    def fn(args):
+        if refuse[0]:
+            raise ValueError("not yet")
+        return [args[0] + 1]
+
+    runner = NPUGraphRunner(fn, name="picky")
+    x = torch.zeros(2, device="npu")
+    with pytest.raises(ValueError, match="not yet"):
+        runner([x])
+    refuse[0] = False
+    _same(runner([x])[0], torch.ones(2))  # the warm-up, not a capture
+    assert (_count("warmup"), _count("record")) == (1, 0)
+    _same(runner([x])[0], torch.ones(2))
+    assert (_count("record"), _count("eager")) == (1, 0)
+
+
 def test_a_host_read_makes_the_capture_fail_and_the_function_run_without_a_graph():
     runner = NPUGraphRunner(lambda args: [args[0] * args[0].sum().item()], name="scaled")
     results = []
