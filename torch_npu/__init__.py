@@ -70,18 +70,6 @@ _dynamo._install()
 from .utils import _inductor  # noqa: E402,F401
 
 
-def _npugraph_mark_step_begin() -> None:
-    r"""torch_npu's ``torch.compiler.npugraph_mark_step_begin()``: the outputs of
-    earlier calls of functions compiled with ``backend="npugraphs"`` or
-    ``mode="reduce-overhead"`` are no longer read (Note [Compiled functions
-    replayed as NPU graphs]). Thread-safe."""
-    from .npu._graph_runner import mark_step_begin  # imported on first use
-
-    mark_step_begin()
-
-
-torch.compiler.npugraph_mark_step_begin = _npugraph_mark_step_begin
-
 __all__ = ["npu", "distributed", "profiler", "erase_stream"]
 
 #: Dtypes npu tensors cannot have: the quantized ones (no ``Quantizednpu``

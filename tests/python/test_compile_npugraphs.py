@@ -7,6 +7,7 @@ Stream order is checked with gates (a blocked stream), never with timing.
 """
 import copy
 import gc
+import inspect
 import warnings
 
 import pytest
@@ -52,9 +53,25 @@ def _runner_warnings(call) -> list:
 
 def test_backend_and_step_marker_are_registered():
     assert "npugraphs" in torch._dynamo.list_backends()
+    marker = torch.compiler.npugraph_mark_step_begin
+    assert marker.__name__ == "npugraph_mark_step_begin"
+    assert str(inspect.signature(marker)) == "() -> None"
     before = _graph_runner._step
     torch.compiler.npugraph_mark_step_begin()
     assert _graph_runner._step == before + 1
+
+
+def test_the_step_marker_works_before_dynamo_is_imported(run_py):
+    out = run_py(
+        """
+        import sys, torch, torch_npu
+        torch.compiler.npugraph_mark_step_begin()
+        print("torch._dynamo" in sys.modules, "torch._inductor" in sys.modules)
+        print("npugraphs" in torch.compiler.list_backends())
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", "True"]
 
 
 def test_training_matches_cpu_and_replays_forward_and_backward():

@@ -212,6 +212,18 @@ def _setup_dynamo() -> None:
     register_npugraphs_backend()
 
 
+def npugraph_mark_step_begin() -> None:
+    r"""torch_npu's ``torch.compiler.npugraph_mark_step_begin()``: the outputs of
+    earlier calls of functions compiled with ``backend="npugraphs"`` or
+    ``mode="reduce-overhead"`` are no longer read, so the next calls may reuse
+    their memory (Note [Compiled functions replayed as NPU graphs]). Does not
+    import Dynamo. Thread-safe."""
+    from ..npu._graph_runner import mark_step_begin  # imported on first use
+
+    mark_step_begin()
+
+
 def _install() -> None:
     r"""Run :func:`_setup_dynamo` when ``torch._dynamo`` is imported (now if it is)."""
     run_after_import("torch._dynamo", _setup_dynamo)
+    torch.compiler.npugraph_mark_step_begin = npugraph_mark_step_begin
