@@ -237,6 +237,14 @@ def test_random_ops_draw_new_numbers_at_every_replay():
     assert len({tuple(m.tolist()) for m in masks}) == 4
 
 
+def test_a_function_without_tensor_arguments_is_recorded_on_the_current_device():
+    f = torch.compile(lambda: torch.arange(3.0, device="npu") * 2, backend="npugraphs")
+    results = [f() for _ in range(3)]
+    for out in results:
+        _same(out, torch.tensor([0.0, 2.0, 4.0]))
+    assert _count("record") == 2 and _count("eager") == 0  # results[1] is alive at the third call
+
+
 def test_a_new_parameter_address_is_a_new_recording():
     model = torch.nn.Linear(3, 3, bias=False).npu()
     f = torch.compile(model, backend="npugraphs")

@@ -336,7 +336,8 @@ class NPUGraphRunner:
         return recording.replay(args)
 
     def _record(self, args: List[Any]) -> Optional[_Recording]:
-        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)),
+                      torch.device("npu", torch.npu.current_device()))
         inputs = [a if (i in self._static or not isinstance(a, torch.Tensor)) else
                   _placeholder_like(a) for i, a in enumerate(args)]
         graph = torch.npu.NPUGraph()
