@@ -69,7 +69,6 @@ _dynamo._install()
 # torch._prims.rng_prims is first imported.
 from .utils import _inductor  # noqa: E402,F401
 
-
 __all__ = ["npu", "distributed", "profiler", "erase_stream"]
 
 #: Dtypes npu tensors cannot have: the quantized ones (no ``Quantizednpu``

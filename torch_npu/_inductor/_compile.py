@@ -177,7 +177,7 @@ def _npu_graph_options(gm: torch.fx.GraphModule, kwargs: Dict[str, Any]) -> Any:
     Inductor's CPU compilation itself never uses CUDA graphs."""
     from torch._inductor.utils import BoxedBool
 
-    from ..npu._graph_runner import graph_skip_reason, mutated_inputs
+    from ..npu._graph_runner import graph_options
 
     wanted = bool(kwargs.get("cudagraphs"))
     kwargs["cudagraphs"] = BoxedBool(False)
@@ -188,8 +188,7 @@ def _npu_graph_options(gm: torch.fx.GraphModule, kwargs: Dict[str, Any]) -> Any:
     # here (Note [Compiled functions replayed as NPU graphs]).
     static = () if backward else tuple(kwargs.get("static_input_idxs") or ())
     kind = "backward" if backward else "inference" if kwargs.get("is_inference") else "forward"
-    return dict(static_input_idxs=static, mutated_input_idxs=mutated_inputs(gm),
-                name=f"the {kind} graph", skip_reason=graph_skip_reason(gm))
+    return dict(static_input_idxs=static, name=f"the {kind} graph", **graph_options(gm))
 
 
 class _Unbound(Exception):

@@ -60,7 +60,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import _C
 
-__all__ = ["NPUGraphRunner", "graph_skip_reason", "mark_step_begin", "mutated_inputs"]
+__all__ = ["NPUGraphRunner", "graph_options", "mark_step_begin"]
 
 
 _step = 0
@@ -78,9 +78,16 @@ def mark_step_begin() -> None:
         _step += 1
 
 
-def graph_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
-    r"""Why an AOTAutograd graph cannot be replayed as an NPU graph (None if it
-    can): it computes on a device other than one npu device."""
+def graph_options(gm: torch.fx.GraphModule) -> Dict[str, Any]:
+    r"""What :class:`NPUGraphRunner` needs to know of the AOTAutograd graph it
+    runs: ``mutated_input_idxs`` and ``skip_reason``. Call it while the graph's
+    nodes still carry their npu fake values."""
+    return dict(mutated_input_idxs=_mutated_inputs(gm), skip_reason=_skip_reason(gm))
+
+
+def _skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
+    """Why the graph cannot be replayed as an NPU graph (None if it can): it
+    computes on a device other than one npu device."""
     devices: Dict[torch.device, str] = {}
     for node in gm.graph.nodes:
         value = node.meta.get("val")
@@ -96,8 +103,8 @@ def graph_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
     return None
 
 
-def mutated_inputs(gm: torch.fx.GraphModule) -> Optional[Sequence[int]]:
-    r"""Indices of the graph's inputs that it writes to (None if unknown)."""
+def _mutated_inputs(gm: torch.fx.GraphModule) -> Optional[Sequence[int]]:
+    """Indices of the graph's inputs that it writes to (None if unknown)."""
     from torch._dynamo.backends.cudagraphs import find_input_mutations
 
     try:
@@ -170,14 +177,14 @@ class _Output:
     """How to rebuild one output of a replay: a constant, a view of argument
     ``index``, or a view of the recording's output storage ``index``."""
 
-    def __init__(self, kind: str, index: int = -1, value: Any = None) -> None:
+    def __init__(self, kind: str, index: int = -1, value: Any = None,
+                 tensor: Optional[torch.Tensor] = None) -> None:
         self.kind = kind  # "value" | "argument" | "pool"
         self.index = index
         self.value = value
-        if isinstance(value, torch.Tensor):
-            self.meta = (value.dtype, value.device, value.storage_offset(), tuple(value.shape),
-                         value.stride())
-            self.value = None  # the recording holds the tensor; keep no second reference
+        if tensor is not None:  # its layout only: the recording holds the tensor
+            self.meta = (tensor.dtype, tensor.device, tensor.storage_offset(),
+                         tuple(tensor.shape), tensor.stride())
 
     def view_of(self, storage: Any) -> torch.Tensor:
         dtype, device, offset, size, stride = self.meta
@@ -216,12 +223,12 @@ class _Recording:
                 continue
             key = _storage_key(out)
             if key in by_storage:
-                plan.append(_Output("argument", by_storage[key], out))
+                plan.append(_Output("argument", by_storage[key], tensor=out))
                 continue
             if key not in pool_index:
                 pool_index[key] = len(self.pool_storages)
                 self.pool_storages.append(out)
-            plan.append(_Output("pool", pool_index[key], out))
+            plan.append(_Output("pool", pool_index[key], tensor=out))
         return plan
 
     def alive(self) -> bool:
@@ -277,7 +284,7 @@ class NPUGraphRunner:
             which runs every call without a graph).
         name: how warnings name the function.
         skip_reason: why the function cannot be graphed (see
-            :func:`graph_skip_reason`); every call then runs it as it is.
+            :func:`graph_options`); every call then runs it as it is.
     """
 
     def __init__(self, fn: Callable[[List[Any]], Any], static_input_idxs: Sequence[int] = (),
@@ -292,11 +299,11 @@ class NPUGraphRunner:
         self._warmed_up: set = set()
         self._recordings: Dict[Hashable, List[_Recording]] = {}
         self._count = 0
+        self._disabled: Optional[str] = None
         if skip_reason is None and mutated_input_idxs is None:
             skip_reason = "the arguments it writes to could not be determined"
-        self._disabled: Optional[str] = skip_reason
         if skip_reason is not None:
-            warnings.warn(f"npugraphs: {name} runs without an NPU graph because {skip_reason}.")
+            self._disable(skip_reason)
 
     def __call__(self, args: List[Any]) -> Any:
         with self._lock:
@@ -337,7 +344,9 @@ class NPUGraphRunner:
 
     def _record(self, args: List[Any]) -> Optional[_Recording]:
         device = next((a.device for a in args if isinstance(a, torch.Tensor)),
-                      torch.device("npu", torch.npu.current_device()))
+                      torch.device("npu"))
+        if device.index is None:
+            device = torch.device("npu", torch.npu.current_device())
         inputs = [a if (i in self._static or not isinstance(a, torch.Tensor)) else
                   _placeholder_like(a) for i, a in enumerate(args)]
         graph = torch.npu.NPUGraph()
@@ -355,9 +364,7 @@ class NPUGraphRunner:
             return None
         self._count += 1
         _counters()["record"] += 1
-        index = device.index if device.index is not None else torch.npu.current_device()
-        return _Recording(graph, inputs, outputs, self._mutated, self._static,
-                          torch.device("npu", index))
+        return _Recording(graph, inputs, outputs, self._mutated, self._static, device)
 
     def _run_eagerly(self, args: List[Any]) -> Any:
         _counters()["eager"] += 1

@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Sequence
 
 import torch
 
-from ..npu._graph_runner import NPUGraphRunner, graph_skip_reason, mutated_inputs
+from ..npu._graph_runner import NPUGraphRunner, graph_options
 
 __all__ = ["npugraphs", "register_npugraphs_backend"]
 
@@ -23,8 +23,8 @@ __all__ = ["npugraphs", "register_npugraphs_backend"]
 def _runner(gm: torch.fx.GraphModule, static_input_idxs: Sequence[int], name: str) -> NPUGraphRunner:
     from torch._functorch.aot_autograd import make_boxed_func
 
-    return NPUGraphRunner(make_boxed_func(gm.forward), static_input_idxs, mutated_inputs(gm),
-                          name=name, skip_reason=graph_skip_reason(gm))
+    return NPUGraphRunner(make_boxed_func(gm.forward), static_input_idxs, name=name,
+                          **graph_options(gm))
 
 
 def npugraphs(gm: torch.fx.GraphModule, example_inputs: List[Any]) -> Callable[..., Any]:
